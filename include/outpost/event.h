@@ -1,0 +1,84 @@
+#pragma once
+// The event model: an immutable fact with a time-ordered id (UUIDv7).
+
+#include <array>
+#include <chrono>
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace outpost {
+
+using Clock = std::chrono::system_clock;
+using TimePoint = std::chrono::time_point<Clock, std::chrono::microseconds>;
+using Duration = std::chrono::milliseconds;
+
+// A 128-bit UUID. generate() makes UUIDv7 ids: 48-bit Unix milliseconds, then a 12-bit counter
+// and random bits, monotonic within a process (ids from one process sort in generation order,
+// also when many are made in one millisecond). Any UUID version is accepted on input.
+class EventId {
+ public:
+  EventId() = default;  // the nil UUID
+  static EventId generate();
+  // Accepts the canonical 8-4-4-4-12 hex form (either case). nullopt when malformed.
+  static std::optional<EventId> parse(std::string_view text);
+  static EventId from_bytes(const std::uint8_t* bytes16);
+
+  std::string str() const;  // canonical lowercase 8-4-4-4-12
+  const std::array<std::uint8_t, 16>& bytes() const { return bytes_; }
+  bool is_nil() const;
+
+  friend auto operator<=>(const EventId&, const EventId&) = default;
+  friend bool operator==(const EventId&, const EventId&) = default;
+
+ private:
+  std::array<std::uint8_t, 16> bytes_{};
+};
+
+struct EventIdHash {
+  std::size_t operator()(const EventId& id) const noexcept;
+};
+
+using Headers = std::map<std::string, std::string, std::less<>>;
+
+// Well-known header names (DESIGN §1). Users may add their own.
+namespace header {
+inline constexpr std::string_view kCorrelationId = "correlation_id";
+inline constexpr std::string_view kCausationId = "causation_id";
+inline constexpr std::string_view kTraceparent = "traceparent";
+inline constexpr std::string_view kSchemaVersion = "schema_version";
+}  // namespace header
+
+struct Event {
+  EventId id;             // nil: the store assigns a fresh UUIDv7 on append
+  std::string type;       // required, non-empty
+  std::string key;        // aggregate / partition key; empty = no order constraint
+  std::string payload;    // bytes; JSON by convention
+  TimePoint occurred_at;  // epoch (zero): set to now on append
+  Headers headers;
+
+  // Convenience: a new event with a fresh id and occurred_at = now.
+  static Event make(std::string type, std::string payload, std::string key = {});
+};
+
+// An event as read back from a store.
+struct StoredEvent : Event {
+  std::int64_t seq = 0;  // the store's sequence: emit (commit) order; defines per-key order
+  int attempts = 0;      // delivery attempts so far, counting the current one after a claim
+};
+
+struct DeadEvent : StoredEvent {
+  std::string last_error;
+  TimePoint dead_at;
+};
+
+TimePoint now();
+
+// RFC 3339 UTC with microseconds, e.g. 2026-11-22T02:42:48.123456Z.
+std::string format_rfc3339(TimePoint t);
+std::optional<TimePoint> parse_rfc3339(std::string_view text);
+
+}  // namespace outpost

@@ -1,0 +1,78 @@
+#pragma once
+// The relay: one loop for every store and sink. Claims a batch under a lease, delivers it,
+// then acks/nacks/releases each event by its own outcome. While a batch runs long the lease is
+// renewed; if renewal fails the batch is abandoned (its events will be redelivered by whoever
+// holds them now). Memory is bounded by batch_size whatever the backlog.
+//
+// Thread safety: run() on one thread; stop() and metrics() from any thread.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "outpost/error.h"
+#include "outpost/sink.h"
+#include "outpost/store.h"
+
+namespace outpost {
+
+struct RelayOptions {
+  std::size_t batch_size = 100;        // events per claim (>= 1)
+  Duration lease{30'000};              // lease per claim; renewed every lease/3 while delivering
+  int max_attempts = 5;                // every attempt counts, the first included (>= 1)
+  Duration backoff_base{100};          // first retry waits up to this (full jitter)
+  Duration backoff_max{60'000};        // cap on any retry delay
+  ClaimOrder order = ClaimOrder::ordered;
+  Duration poll_interval{1'000};       // fallback wait when the store's wake-up is missed
+  bool until_empty = false;            // run() returns when nothing is pending or leased
+  // Called for store errors the relay survives (it backs off and retries) and for each failed
+  // delivery. Must not throw.
+  std::function<void(const std::string& message)> on_error;
+};
+
+// Counters since start; safe to read while running.
+struct RelayCounters {
+  std::uint64_t batches = 0;
+  std::uint64_t claimed = 0;
+  std::uint64_t delivered = 0;
+  std::uint64_t failed = 0;      // delivery attempts that failed (retried or dead)
+  std::uint64_t dead = 0;        // moved to dead letters
+  std::uint64_t released = 0;    // skipped / released without counting an attempt
+  std::uint64_t lease_lost = 0;  // batches abandoned because renew failed or acks were fenced
+  std::uint64_t store_errors = 0;
+};
+
+class Relay {
+ public:
+  // `store` and `sink` must outlive the relay.
+  Relay(Store& store, Sink& sink, RelayOptions options = {});
+  ~Relay();
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  // Runs on the calling thread until stop() (or, with until_empty, until no event is pending or
+  // leased). The batch in flight when stop() is called is finished; then the sink is closed.
+  void run();
+
+  // One claim -> deliver -> settle cycle. Returns the number of events claimed.
+  std::size_t run_once();
+
+  // Asks run() to return after its current batch. Safe from any thread and from signal-driven
+  // code paths (it only sets a flag and interrupts the store's wait).
+  void stop();
+
+  RelayCounters counters() const;
+  const RelayOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Full-jitter exponential backoff: a uniform delay in [0, min(max, base * 2^(attempt-1))].
+Duration backoff_cap(int attempt, Duration base, Duration max);
+Duration backoff_delay(int attempt, Duration base, Duration max);
+
+}  // namespace outpost

@@ -1,0 +1,135 @@
+#pragma once
+// The Store interface: where the outbox lives. Every backend implements the same life cycle
+// (DESIGN §2):
+//
+//   append (in the caller's txn) -> pending(due_at = now)
+//   pending  --claim--> leased(owner, lease_until), attempts + 1
+//   leased   --ack-->   deleted, or moved to the archive
+//   leased   --nack(error, retry_in)--> pending(due_at = now + retry_in)
+//   leased   --nack(error, dead)--> dead(last_error)
+//   leased   --release--> pending, due now, the claim's attempt not counted
+//   leased   --lease expires--> claimable again (the attempt stays counted)
+//   dead     --retry--> pending(attempts = 0)        dead --discard--> deleted
+//
+// Time (due_at, lease_until) comes from one clock per store (the database's now(), Redis TIME),
+// never from the relay hosts.
+//
+// Thread safety: every Store method may be called from several threads at once.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "outpost/event.h"
+#include "outpost/tx.h"
+
+namespace outpost {
+
+// Identifies one claim. ack/nack/renew/release act only on events still leased under this
+// token: once a lease expired and another relay claimed the events, the old token no longer
+// matches and its acks are ignored (fencing).
+struct LeaseToken {
+  std::string owner;       // unique per claim: relay instance id + claim counter
+  std::int64_t fence = 0;  // monotonically increasing where the backend has one (Redis), else 0
+};
+
+struct ClaimedBatch {
+  std::vector<StoredEvent> events;  // in store sequence order
+  LeaseToken lease;
+  bool empty() const { return events.empty(); }
+};
+
+enum class ClaimOrder {
+  // An event is claimable only when every earlier event of its key is delivered, dead, or in
+  // the same batch; so a key is never in flight in two batches (also across relays), and a batch
+  // may carry a run of one key in order. Events with an empty key have no constraint.
+  ordered,
+  // Any due, unleased event; highest throughput, no per-key guarantee.
+  unordered,
+};
+
+struct Nack {
+  EventId id;
+  std::string error;                  // kept as the event's last error
+  std::optional<Duration> retry_in;   // nullopt: move to the dead letters now
+};
+
+struct StoreStats {
+  std::int64_t pending = 0;   // not yet delivered and not leased (includes those waiting to retry)
+  std::int64_t leased = 0;    // claimed under a live lease
+  std::int64_t dead = 0;      // dead letters
+  std::int64_t archived = 0;  // rows in the archive (0 when archiving is off)
+  Duration oldest_pending_age{0};  // age of the oldest undelivered event (0 when none)
+};
+
+// Options shared by every store; backends take theirs from the URL as well.
+struct StoreOptions {
+  // On ack, move events to an archive instead of deleting them.
+  bool archive = false;
+  // Archived events older than this are removed (0 = keep forever).
+  Duration archive_retention{0};
+  // Largest accepted payload in bytes; append throws ErrorCode::too_large above it (0 = no limit).
+  std::size_t max_payload_bytes = 1 << 20;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // "sqlite", "postgres", "redis", "memory".
+  virtual std::string_view backend() const = 0;
+
+  // Writes events. With a TxHandle the write joins the caller's transaction (rollback = no
+  // event); with TxHandle{} the store commits them itself, all or nothing. Events with a nil id
+  // get a fresh UUIDv7; a zero occurred_at becomes now. Throws on invalid events (empty type,
+  // oversize payload) before writing anything.
+  virtual void append(std::span<const Event> events, TxHandle tx = {}) = 0;
+
+  // Claims up to `max` due events under a new lease of length `lease`, incrementing their
+  // attempts. Returns an empty batch when nothing is claimable.
+  virtual ClaimedBatch claim(std::size_t max, Duration lease,
+                             ClaimOrder order = ClaimOrder::ordered) = 0;
+
+  // Delivered: delete (or archive). Returns how many were still leased under batch.lease.
+  virtual std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) = 0;
+
+  // Failed: reschedule or dead-letter each event. Returns how many were still leased.
+  virtual std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) = 0;
+
+  // Not attempted (held back behind a failed event of its key, or the relay is stopping):
+  // make claimable again now, without counting the attempt. Returns how many were still leased.
+  virtual std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) = 0;
+
+  // Extends the lease of every still-outstanding event of the batch. false: the lease is lost
+  // (expired and claimed by someone else): the caller must abort the batch.
+  virtual bool renew(const ClaimedBatch& batch, Duration lease) = 0;
+
+  virtual StoreStats stats() = 0;
+
+  // Undelivered events (pending and leased) in sequence order, for inspection.
+  virtual std::vector<StoredEvent> list(std::size_t limit) = 0;
+
+  // Dead letters, oldest first.
+  virtual std::vector<DeadEvent> dead(std::size_t limit) = 0;
+
+  // Dead -> pending with attempts = 0. Returns how many dead events were found.
+  virtual std::size_t retry(std::span<const EventId> ids) = 0;
+  virtual std::size_t retry_all() = 0;
+
+  // Dead -> deleted. Returns how many dead events were found.
+  virtual std::size_t discard(std::span<const EventId> ids) = 0;
+  virtual std::size_t discard_all() = 0;
+
+  // Blocks until new work may be claimable (an emit committed, a retry became due), `max`
+  // passed, or interrupt() was called. Spurious wake-ups are allowed.
+  virtual void wait_for_work(Duration max) = 0;
+
+  // Wakes every wait_for_work() now (used by stop()).
+  virtual void interrupt() = 0;
+};
+
+}  // namespace outpost

@@ -1,0 +1,14 @@
+#pragma once
+// The in-memory store (`memory:`): the same life cycle as every other store, kept in the
+// process. For users' unit tests and for benchmarking a sink without a database. Nothing
+// survives the process. Transaction handles are not supported (TxHandle{} only).
+
+#include <memory>
+
+#include "outpost/store.h"
+
+namespace outpost {
+
+std::unique_ptr<Store> make_memory_store(const StoreOptions& options = {});
+
+}  // namespace outpost

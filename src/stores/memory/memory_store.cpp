@@ -1,0 +1,319 @@
+// In-memory store: the reference implementation of the life cycle in store.h. One mutex guards
+// everything; claims scan the live events in sequence order (bounded by the backlog, fine for
+// tests and benchmarks of sinks).
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/append_check.h"
+#include "outpost/stores/memory.h"
+
+namespace outpost {
+namespace {
+
+struct Row {
+  StoredEvent event;
+  TimePoint due_at;
+  std::string lease_owner;  // empty: not leased
+  TimePoint lease_until;
+  std::string last_error;
+};
+
+class MemoryStore final : public Store {
+ public:
+  explicit MemoryStore(const StoreOptions& options) : options_(options) {}
+
+  std::string_view backend() const override { return "memory"; }
+
+  void append(std::span<const Event> events, TxHandle tx) override {
+    if (!tx.is_none())
+      throw ConfigError("the memory store takes no transaction handle (use TxHandle{})", "memory");
+    auto prepared = core::prepare_for_append(events, options_, "memory");
+    {
+      std::lock_guard lock(mu_);
+      for (auto& e : prepared) {
+        if (by_id_.contains(e.id) || dead_by_id_.contains(e.id))
+          throw Error(ErrorCode::conflict, "memory", "duplicate event id " + e.id.str());
+      }
+      TimePoint t = now();
+      for (auto& e : prepared) {
+        Row row;
+        static_cast<Event&>(row.event) = std::move(e);
+        row.event.seq = ++last_seq_;
+        row.due_at = t;
+        by_id_[row.event.id] = row.event.seq;
+        live_.emplace(row.event.seq, std::move(row));
+      }
+      ++generation_;
+    }
+    cv_.notify_all();
+  }
+
+  ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    ClaimedBatch batch;
+    batch.lease.owner = "mem-" + std::to_string(++claim_counter_);
+    std::lock_guard lock(mu_);
+    TimePoint t = now();
+    std::unordered_set<std::string> blocked_keys;
+    for (auto& [seq, row] : live_) {
+      if (batch.events.size() >= max) break;
+      bool claimable = row.due_at <= t && (row.lease_owner.empty() || row.lease_until <= t);
+      bool keyed = order == ClaimOrder::ordered && !row.event.key.empty();
+      if (keyed && blocked_keys.contains(row.event.key)) continue;
+      if (!claimable) {
+        if (keyed) blocked_keys.insert(row.event.key);
+        continue;
+      }
+      row.lease_owner = batch.lease.owner;
+      row.lease_until = t + lease;
+      row.event.attempts += 1;
+      batch.events.push_back(row.event);
+    }
+    return batch;
+  }
+
+  std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& id : ids) {
+      Row* row = leased_row(batch, id);
+      if (!row) continue;
+      if (options_.archive) archive_.push_back({row->event, now()});
+      by_id_.erase(id);
+      live_.erase(row->event.seq);
+      ++n;
+    }
+    prune_archive();
+    return n;
+  }
+
+  std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
+    std::size_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      TimePoint t = now();
+      for (const auto& nk : nacks) {
+        Row* row = leased_row(batch, nk.id);
+        if (!row) continue;
+        ++n;
+        if (!nk.retry_in) {
+          DeadEvent d;
+          static_cast<StoredEvent&>(d) = row->event;
+          d.last_error = nk.error;
+          d.dead_at = t;
+          dead_by_id_[nk.id] = d.seq;
+          dead_.emplace(d.seq, std::move(d));
+          by_id_.erase(nk.id);
+          live_.erase(row->event.seq);
+          continue;
+        }
+        row->lease_owner.clear();
+        row->last_error = nk.error;
+        row->due_at = t + *nk.retry_in;
+      }
+      ++generation_;
+    }
+    cv_.notify_all();
+    return n;
+  }
+
+  std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    std::size_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& id : ids) {
+        Row* row = leased_row(batch, id);
+        if (!row) continue;
+        row->lease_owner.clear();
+        row->event.attempts = std::max(0, row->event.attempts - 1);
+        ++n;
+      }
+      ++generation_;
+    }
+    cv_.notify_all();
+    return n;
+  }
+
+  bool renew(const ClaimedBatch& batch, Duration lease) override {
+    std::lock_guard lock(mu_);
+    TimePoint t = now();
+    bool held = true;
+    for (const auto& e : batch.events) {
+      auto it = by_id_.find(e.id);
+      if (it == by_id_.end()) continue;  // settled already
+      Row& row = live_.at(it->second);
+      if (row.lease_owner == batch.lease.owner) {
+        row.lease_until = t + lease;  // ours, even if it expired meanwhile: nobody took it
+      } else if (!row.lease_owner.empty()) {
+        held = false;  // expired and claimed by somebody else
+      }
+    }
+    return held;
+  }
+
+  StoreStats stats() override {
+    std::lock_guard lock(mu_);
+    StoreStats s;
+    TimePoint t = now();
+    for (const auto& [seq, row] : live_) {
+      if (!row.lease_owner.empty() && row.lease_until > t) ++s.leased;
+      else ++s.pending;
+    }
+    s.dead = static_cast<std::int64_t>(dead_.size());
+    s.archived = static_cast<std::int64_t>(archive_.size());
+    if (!live_.empty()) {
+      TimePoint oldest = t;
+      for (const auto& [seq, row] : live_) oldest = std::min(oldest, row.event.occurred_at);
+      s.oldest_pending_age = std::chrono::duration_cast<Duration>(t - oldest);
+    }
+    return s;
+  }
+
+  std::vector<StoredEvent> list(std::size_t limit) override {
+    std::lock_guard lock(mu_);
+    std::vector<StoredEvent> out;
+    for (const auto& [seq, row] : live_) {
+      if (out.size() >= limit) break;
+      out.push_back(row.event);
+    }
+    return out;
+  }
+
+  std::vector<DeadEvent> dead(std::size_t limit) override {
+    std::lock_guard lock(mu_);
+    std::vector<DeadEvent> out;
+    for (const auto& [seq, d] : dead_) {
+      if (out.size() >= limit) break;
+      out.push_back(d);
+    }
+    return out;
+  }
+
+  std::size_t retry(std::span<const EventId> ids) override {
+    std::size_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& id : ids) n += revive(id);
+      ++generation_;
+    }
+    cv_.notify_all();
+    return n;
+  }
+
+  std::size_t retry_all() override {
+    std::size_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      std::vector<EventId> ids;
+      for (const auto& [seq, d] : dead_) ids.push_back(d.id);
+      for (const auto& id : ids) n += revive(id);
+      ++generation_;
+    }
+    cv_.notify_all();
+    return n;
+  }
+
+  std::size_t discard(std::span<const EventId> ids) override {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& id : ids) {
+      auto it = dead_by_id_.find(id);
+      if (it == dead_by_id_.end()) continue;
+      dead_.erase(it->second);
+      dead_by_id_.erase(it);
+      ++n;
+    }
+    return n;
+  }
+
+  std::size_t discard_all() override {
+    std::lock_guard lock(mu_);
+    std::size_t n = dead_.size();
+    dead_.clear();
+    dead_by_id_.clear();
+    return n;
+  }
+
+  void wait_for_work(Duration max) override {
+    std::unique_lock lock(mu_);
+    std::uint64_t seen = generation_;
+    std::uint64_t interrupts = interrupts_;
+    // Wake no later than the next retry or lease expiry, so due work is not left waiting.
+    TimePoint t = now();
+    TimePoint until = t + max;
+    for (const auto& [seq, row] : live_) {
+      TimePoint ready = row.lease_owner.empty() ? row.due_at : row.lease_until;
+      if (ready < until) until = std::max(ready, t);
+    }
+    cv_.wait_for(lock, until - t,
+                 [&] { return generation_ != seen || interrupts_ != interrupts; });
+  }
+
+  void interrupt() override {
+    {
+      std::lock_guard lock(mu_);
+      ++interrupts_;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  // The live row for `id` if it is still leased under the batch's token. Caller holds mu_.
+  Row* leased_row(const ClaimedBatch& batch, const EventId& id) {
+    auto it = by_id_.find(id);
+    if (it == by_id_.end()) return nullptr;
+    Row& row = live_.at(it->second);
+    if (row.lease_owner != batch.lease.owner) return nullptr;
+    return &row;
+  }
+
+  // Dead -> pending, keeping its sequence. Caller holds mu_.
+  std::size_t revive(const EventId& id) {
+    auto it = dead_by_id_.find(id);
+    if (it == dead_by_id_.end()) return 0;
+    DeadEvent d = std::move(dead_.at(it->second));
+    dead_.erase(it->second);
+    dead_by_id_.erase(it);
+    Row row;
+    row.event = d;
+    row.event.attempts = 0;
+    row.due_at = now();
+    row.last_error = d.last_error;
+    by_id_[row.event.id] = row.event.seq;
+    live_.emplace(row.event.seq, std::move(row));
+    return 1;
+  }
+
+  void prune_archive() {
+    if (options_.archive_retention.count() == 0) return;
+    TimePoint cutoff = now() - options_.archive_retention;
+    while (!archive_.empty() && archive_.front().second < cutoff) archive_.pop_front();
+  }
+
+  const StoreOptions options_;
+  std::atomic<std::uint64_t> claim_counter_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::int64_t last_seq_ = 0;                        // guarded by mu_
+  std::map<std::int64_t, Row> live_;                 // guarded by mu_
+  std::unordered_map<EventId, std::int64_t, EventIdHash> by_id_;       // guarded by mu_
+  std::map<std::int64_t, DeadEvent> dead_;                              // guarded by mu_
+  std::unordered_map<EventId, std::int64_t, EventIdHash> dead_by_id_;  // guarded by mu_
+  std::deque<std::pair<StoredEvent, TimePoint>> archive_;              // guarded by mu_
+  std::uint64_t generation_ = 0;                                        // guarded by mu_
+  std::uint64_t interrupts_ = 0;                                        // guarded by mu_
+};
+
+}  // namespace
+
+std::unique_ptr<Store> make_memory_store(const StoreOptions& options) {
+  return std::make_unique<MemoryStore>(options);
+}
+
+}  // namespace outpost
