@@ -1,6 +1,8 @@
 #pragma once
 // Opening stores and sinks by URL (DESIGN §6). Only the backends this build was compiled with
 // are available; an unsupported scheme is a ConfigError that lists the supported ones.
+// Each backend also has its own header with open_<backend>_store(url, options) /
+// open_<sink>_sink(url, options), which these dispatch to by scheme.
 
 #include <memory>
 #include <string>
@@ -11,11 +13,6 @@
 #include "outpost/store.h"
 
 namespace outpost {
-
-struct SinkOptions {
-  std::size_t concurrency = 1;  // parallel deliveries (HTTP requests) with per-key order kept
-  Duration timeout{10'000};     // per-request / per-flush timeout
-};
 
 // sqlite:PATH, sqlite::memory:, memory:, postgresql://..., redis://...
 std::unique_ptr<Store> open_store(std::string_view url, const StoreOptions& options = {});

@@ -25,6 +25,12 @@ struct DeliveryResult {
   static DeliveryResult skipped(std::string why = {}) { return {Status::skipped, std::move(why)}; }
 };
 
+// Options shared by every sink; backends take theirs from the URL as well.
+struct SinkOptions {
+  std::size_t concurrency = 1;  // parallel deliveries (HTTP requests) with per-key order kept
+  Duration timeout{10'000};     // per-request / per-flush timeout
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;

@@ -4,11 +4,14 @@
 // survives the process. Transaction handles are not supported (TxHandle{} only).
 
 #include <memory>
+#include <string_view>
 
 #include "outpost/store.h"
 
 namespace outpost {
 
 std::unique_ptr<Store> make_memory_store(const StoreOptions& options = {});
+// "memory:" (no parameters).
+std::unique_ptr<Store> open_memory_store(std::string_view url, const StoreOptions& options = {});
 
 }  // namespace outpost

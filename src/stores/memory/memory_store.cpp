@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/append_check.h"
+#include "core/url.h"
 #include "outpost/stores/memory.h"
 
 namespace outpost {
@@ -314,6 +315,19 @@ class MemoryStore final : public Store {
 
 std::unique_ptr<Store> make_memory_store(const StoreOptions& options) {
   return std::make_unique<MemoryStore>(options);
+}
+
+}  // namespace outpost
+
+namespace outpost {
+
+std::unique_ptr<Store> open_memory_store(std::string_view url, const StoreOptions& options) {
+  auto u = core::Url::parse(url);
+  if (u.scheme() != "memory") throw ConfigError("not a memory: URL: '" + std::string(url) + "'");
+  if (!u.path().empty() || u.hierarchical())
+    throw ConfigError("bad URL '" + std::string(url) + "': memory: takes no path");
+  u.reject_unknown();
+  return make_memory_store(options);
 }
 
 }  // namespace outpost
