@@ -29,6 +29,11 @@ struct DeliveryResult {
 struct SinkOptions {
   std::size_t concurrency = 1;  // parallel deliveries (HTTP requests) with per-key order kept
   Duration timeout{10'000};     // per-request / per-flush timeout
+  // The relay's lease and longest retry delay (RelayOptions::lease / backoff_max), for sinks
+  // that deduplicate within a window (JetStream): they warn when the window is shorter than
+  // lease + backoff_max. 0 = unknown, no check.
+  Duration lease{0};
+  Duration backoff_max{0};
 };
 
 class Sink {

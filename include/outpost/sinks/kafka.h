@@ -1,0 +1,45 @@
+#pragma once
+// The Kafka sink (`kafka://`, librdkafka).
+//
+//   kafka://host:port[,host:port...]/TOPIC[?timeout_ms=N&librdkafka.property=value...]
+//
+// TOPIC may contain `{type}`, replaced by the event type (`events.{type}` sends an
+// `order.created` event to `events.order.created`); it must not be empty.
+//
+// Producer: idempotent (`enable.idempotence=true`, hence `acks=all`), `linger.ms=1` unless set.
+// Every query parameter whose name contains a dot is passed to librdkafka as is
+// (`?linger.ms=5&compression.type=zstd`, `security.protocol=SASL_SSL&sasl.mechanism=PLAIN&...`);
+// a property librdkafka does not know is a ConfigError naming it.
+//
+// Each event is one message: the event key is the message key (the default partitioner keeps a
+// key in one partition, so its order is kept; an empty key is sent with no key and spread over
+// partitions), the payload is the value, and the headers are the CloudEvents 1.0 binary-mode
+// headers (ce-specversion, ce-id = event id, ce-type, ce-source, ce-time, ce-partitionkey,
+// ce-<name> per event header), plus `outpost-id` (the event id again, for consumers that do not
+// speak CloudEvents).
+//
+// Outcome: an event is `delivered` only when its delivery report arrived without error, i.e. all
+// in-sync replicas have it (acks=all). deliver() produces the whole batch asynchronously, then
+// waits for the reports (at most `timeout_ms`, default SinkOptions::timeout; librdkafka's
+// `message.timeout.ms` defaults to the same value so every message gets a definite report).
+// A failed report fails the event with librdkafka's error text. Once an event of a key failed,
+// later events of that key in the same batch are reported `skipped`, although they were already
+// handed to librdkafka and may reach the topic: Kafka keeps per-partition order, so a consumer
+// can then see such a later event before the redelivery of the failed one (and the later one
+// twice). Consumers deduplicate by ce-id; order of first occurrence is kept except in that
+// failure window.
+//
+// Thread safety: deliver() calls are serialised by the relay; close() flushes.
+
+#include <memory>
+#include <string_view>
+
+#include "outpost/sink.h"
+
+namespace outpost {
+
+// Throws ConfigError for a malformed URL, an unknown parameter or a librdkafka property it
+// rejects (the message names it).
+std::unique_ptr<Sink> open_kafka_sink(std::string_view url, const SinkOptions& options = {});
+
+}  // namespace outpost

@@ -1,0 +1,41 @@
+#pragma once
+// The Redis Streams sink (`redis-stream://`, hiredis).
+//
+//   redis-stream://[:password@]host:port/STREAM[?db=N&maxlen=N&trim_every=N&timeout_ms=N]
+//
+// STREAM may contain `{type}` (`events.{type}`), replaced by the event type.
+//
+// Each event is one entry, appended with one pipelined round trip per batch:
+//   XADD STREAM * id <event id> type <type> key <key> payload <payload>
+//                 occurred_at <RFC 3339> headers <JSON object>
+// The XADD reply confirms the entry (guarantee 3); an error reply fails that event with Redis's
+// text, a broken connection fails the events whose replies did not arrive (they may have been
+// added: consumers deduplicate by the `id` field). Once an event of a key failed, later events
+// of that key in the batch are reported `skipped` (they may be in the stream already).
+//
+// Trimming (`maxlen=N`, 0/absent = never trim): every `trim_every` appended entries (default
+// max(N/10, 100)) the sink trims the stream to about N entries, but never removes an entry a
+// registered consumer has not read yet. Registered consumers are
+//   - every consumer group of the stream: its last-delivered id and its oldest pending entry;
+//   - every field of the hash `<STREAM>:checkpoints` (the checkpoint registry): field = consumer
+//     name, value = the last stream id that consumer has processed (`HSET orders:checkpoints
+//     billing 1700000000000-5`); a consumer that keeps its position elsewhere (in SQL, seed 001)
+//     mirrors it there. Delete its field when a consumer is retired, or trimming stops at it.
+// The trim is `XTRIM STREAM MINID ~ <id>` with <id> the lower of the N-th newest entry and the
+// oldest unread entry of any registered consumer, so entries are removed only below both.
+//
+// Thread safety: deliver() calls are serialised by the relay.
+
+#include <memory>
+#include <string_view>
+
+#include "outpost/sink.h"
+
+namespace outpost {
+
+// Throws ConfigError for a malformed URL or parameter (the message names it). Connects lazily:
+// an unreachable server fails deliveries, not the open.
+std::unique_ptr<Sink> open_redis_stream_sink(std::string_view url,
+                                             const SinkOptions& options = {});
+
+}  // namespace outpost
