@@ -1,0 +1,28 @@
+#pragma once
+// The file sink (`file:PATH`): appends each delivered event as one line of the JSON encoding
+// (outpost/json.h, DESIGN §6) and fdatasync()s the file before reporting the batch delivered
+// (guarantee 3), so a line that was acked survives a crash of the machine.
+//
+//   file:/var/log/outpost/events.jsonl    absolute path     file:events.jsonl   relative path
+//   file:///var/log/outpost/events.jsonl  the same, URL form
+//   file:-                                 standard output (flushed, fsync only if it is a file)
+//
+// The file is opened with O_APPEND and created (mode 0644) when missing; its directory must
+// exist. A file renamed or removed underneath the sink (log rotation) is reopened at PATH on the
+// next batch. A failed write or fsync fails every event of the batch with the errno text.
+// No URL parameters.
+//
+// Thread safety: deliver() may be called from several threads; batches are serialised.
+
+#include <memory>
+#include <string_view>
+
+#include "outpost/sink.h"
+
+namespace outpost {
+
+// Throws ConfigError for a malformed URL or a directory that does not exist / is not writable,
+// ConnectionError for other open failures; both name the path.
+std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& options = {});
+
+}  // namespace outpost

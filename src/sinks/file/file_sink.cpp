@@ -1,0 +1,206 @@
+#include "outpost/sinks/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "core/url.h"
+#include "outpost/error.h"
+#include "outpost/json.h"
+
+namespace outpost {
+namespace {
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Owns a file descriptor; closes it unless it is standard output.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ > STDERR_FILENO) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+class FileSink final : public Sink {
+ public:
+  explicit FileSink(std::string path) : path_(std::move(path)), stdout_(path_ == "-") {
+    if (stdout_) {
+      fd_ = Fd(STDOUT_FILENO);
+    } else {
+      open_or_throw();
+    }
+  }
+
+  std::string_view name() const override { return "file"; }
+
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    std::vector<DeliveryResult> results(events.size());
+    if (events.empty()) return results;
+    std::lock_guard lock(mu_);
+
+    buffer_.clear();
+    for (const auto& e : events) {
+      buffer_ += to_json(e);
+      buffer_ += '\n';
+    }
+    if (std::string error = write_batch(); !error.empty()) {
+      for (auto& r : results) r = DeliveryResult::failed(error);
+    }
+    return results;
+  }
+
+ private:
+  // Opens (creates) path_ for appending; throws with a message naming the path.
+  void open_or_throw() {
+    int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      int err = errno;
+      std::string msg = "file sink: cannot open '" + path_ + "': " + errno_text(err);
+      struct stat st {};
+      std::string dir = parent_dir(path_);
+      if (err == ENOENT && ::stat(dir.c_str(), &st) != 0)
+        throw ConfigError(msg + " (directory '" + dir + "' does not exist)", "file");
+      if (err == ENOENT || err == ENOTDIR || err == EISDIR || err == EACCES || err == EROFS ||
+          err == EPERM)
+        throw ConfigError(msg, "file");
+      throw ConnectionError("file", msg, std::to_string(err));
+    }
+    fd_ = Fd(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0) {
+      dev_ = st.st_dev;
+      ino_ = st.st_ino;
+      regular_ = S_ISREG(st.st_mode);
+    }
+  }
+
+  // Reopens when the file was rotated away (renamed, removed) or a previous fsync failed (after
+  // a failed fsync the kernel may have dropped the dirty pages; the descriptor cannot be trusted).
+  std::string ensure_open() {
+    if (stdout_) return {};
+    struct stat st {};
+    bool rotated = ::stat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_;
+    if (fd_.get() >= 0 && !rotated) return {};
+    fd_.reset();
+    try {
+      open_or_throw();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return {};
+  }
+
+  // Writes buffer_ with as many write() calls as it takes, then makes it durable. Returns the
+  // error text, empty on success.
+  std::string write_batch() {
+    if (std::string error = ensure_open(); !error.empty()) return error;
+    int fd = fd_.get();
+    struct stat before {};
+    bool have_before = !stdout_ && ::fstat(fd, &before) == 0;
+    std::size_t done = 0;
+    while (done < buffer_.size()) {
+      ssize_t n = ::write(fd, buffer_.data() + done, buffer_.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        undo_partial(before, have_before, done);
+        return "write '" + path_ + "': " + errno_text(err);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (stdout_ && !regular_) {
+      struct stat st {};
+      regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+      if (!regular_) return {};  // a pipe or terminal: nothing to sync
+    }
+    while (::fdatasync(fd) != 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      if (!stdout_) fd_.reset();  // reopen before the next batch
+      return "fdatasync '" + path_ + "': " + errno_text(err);
+    }
+    return {};
+  }
+
+  // After a partial write (ENOSPC, EIO) cut the torn tail off again so the file stays valid
+  // JSON lines — but only when the file grew by exactly what we wrote, i.e. nobody else
+  // appended meanwhile (several relays may share one file).
+  void undo_partial(const struct stat& before, bool have_before, std::size_t written) {
+    if (!have_before || written == 0) return;
+    struct stat now {};
+    if (::fstat(fd_.get(), &now) != 0) return;
+    if (now.st_size == before.st_size + static_cast<off_t>(written)) {
+      if (::ftruncate(fd_.get(), before.st_size) != 0) {
+        // Nothing more to do: the events are reported failed and will be redelivered; readers
+        // skip a line that does not parse.
+      }
+    }
+  }
+
+  const std::string path_;
+  const bool stdout_;
+  std::mutex mu_;  // serialises deliver(); guards everything below
+  Fd fd_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  bool regular_ = false;
+  std::string buffer_;  // reused across batches
+};
+
+}  // namespace
+
+std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& /*options*/) {
+  auto u = core::Url::parse(url);
+  if (u.scheme() != "file")
+    throw ConfigError("bad URL '" + std::string(url) + "': scheme '" + u.scheme() +
+                      "' is not file:");
+  std::string path;
+  if (u.hierarchical()) {
+    // file:///abs/path or file://localhost/abs/path
+    if (u.hosts().size() > 1 || (u.hosts().size() == 1 && u.hosts()[0].host != "localhost"))
+      throw ConfigError("bad URL '" + std::string(url) +
+                        "': file: URLs name a local path (file:PATH or file:///PATH), not a host");
+    path = "/" + u.path();
+  } else {
+    path = u.path();
+  }
+  if (path.empty() || path == "/")
+    throw ConfigError("bad URL '" + std::string(url) +
+                      "': file: needs a path, e.g. file:out.jsonl");
+  u.reject_unknown();
+  return std::make_unique<FileSink>(std::move(path));
+}
+
+}  // namespace outpost

@@ -1,0 +1,386 @@
+#include "outpost/sinks/http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cloudevents.h"
+#include "core/url.h"
+#include "outpost/error.h"
+
+namespace outpost {
+namespace {
+
+constexpr std::size_t kBodyExcerpt = 200;          // bytes of an error response kept in the error
+constexpr std::int64_t kMaxTimeoutMs = 3'600'000;  // one hour
+constexpr std::int64_t kMaxConcurrency = 1024;
+
+void global_init() {
+  // curl_global_init is not thread-safe; do it once per process before any handle exists.
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct EasyDeleter {
+  void operator()(CURL* h) const { curl_easy_cleanup(h); }
+};
+struct MultiDeleter {
+  void operator()(CURLM* h) const { curl_multi_cleanup(h); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+using EasyPtr = std::unique_ptr<CURL, EasyDeleter>;
+using MultiPtr = std::unique_ptr<CURLM, MultiDeleter>;
+using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// CloudEvents HTTP binding: header values percent-encode space, '"', '%' and everything outside
+// printable ASCII. This also keeps CR/LF from event data out of the request head.
+std::string ce_header_value(std::string_view v) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(v.size());
+  for (char ch : v) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c >= 0x7f || c == '"' || c == '%') {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// Header values that are not CloudEvents attributes: drop CR/LF so data cannot add headers.
+std::string plain_header_value(std::string_view v) {
+  std::string out;
+  for (char c : v)
+    if (c != '\r' && c != '\n') out += c;
+  return out;
+}
+
+struct Request {
+  EasyPtr easy;
+  SlistPtr headers;
+  std::string body_excerpt;
+  char errbuf[CURL_ERROR_SIZE] = {};
+  std::size_t index = 0;  // event index in the current batch
+  bool busy = false;
+};
+
+// Keeps at most kBodyExcerpt bytes of the response body; the rest is read and dropped so the
+// connection stays reusable. A C callback: must not throw.
+std::size_t write_body(char* data, std::size_t size, std::size_t nmemb, void* user) noexcept {
+  std::size_t n = size * nmemb;
+  try {
+    auto* req = static_cast<Request*>(user);
+    if (req->body_excerpt.size() < kBodyExcerpt)
+      req->body_excerpt.append(data, std::min(n, kBodyExcerpt - req->body_excerpt.size()));
+  } catch (...) {
+    // Out of memory: the excerpt is only for messages; keep reading.
+  }
+  return n;
+}
+
+struct HttpConfig {
+  std::string target;  // the URL to POST to, without our parameters
+  long timeout_ms = 10'000;
+  std::size_t concurrency = 1;
+  std::vector<std::pair<std::string, std::string>> headers;  // header.NAME=VALUE
+  bool has_content_type = false;
+};
+
+class HttpSink final : public Sink {
+ public:
+  explicit HttpSink(HttpConfig config) : config_(std::move(config)) {
+    global_init();
+    multi_.reset(curl_multi_init());
+    if (!multi_) throw Error(ErrorCode::internal, "http", "curl_multi_init failed");
+    auto conns = static_cast<long>(config_.concurrency);
+    curl_multi_setopt(multi_.get(), CURLMOPT_MAX_HOST_CONNECTIONS, conns);
+    curl_multi_setopt(multi_.get(), CURLMOPT_MAXCONNECTS, conns);
+    for (std::size_t i = 0; i < config_.concurrency; ++i) {
+      auto req = std::make_unique<Request>();
+      req->easy.reset(curl_easy_init());
+      if (!req->easy) throw Error(ErrorCode::internal, "http", "curl_easy_init failed");
+      requests_.push_back(std::move(req));
+    }
+  }
+
+  ~HttpSink() override {
+    for (auto& r : requests_)
+      if (r->busy) curl_multi_remove_handle(multi_.get(), r->easy.get());
+    // Easy handles must be cleaned up before the multi handle that holds their connections.
+    requests_.clear();
+  }
+
+  std::string_view name() const override { return "http"; }
+
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    std::lock_guard lock(mu_);
+    std::vector<DeliveryResult> results(events.size());
+    if (events.empty()) return results;
+    try {
+      run(events, results);
+    } catch (...) {
+      abort_in_flight();
+      throw;
+    }
+    return results;
+  }
+
+ private:
+  // Schedules the batch: events of one non-empty key form a chain sent one after another;
+  // an empty key is a chain of its own. Ready chains start in batch order, up to
+  // `concurrency` requests at once.
+  void run(std::span<const StoredEvent> events, std::vector<DeliveryResult>& results) {
+    const std::size_t n = events.size();
+    std::vector<std::size_t> next_in_chain(n, n);  // n: last of its key
+    {
+      std::unordered_map<std::string_view, std::size_t> last_of_key;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (events[i].key.empty()) continue;
+        auto [it, inserted] = last_of_key.try_emplace(events[i].key, i);
+        if (!inserted) {
+          next_in_chain[it->second] = i;
+          it->second = i;
+        }
+      }
+    }
+    // Heads of chains that may start now, smallest index first.
+    std::set<std::size_t> ready;
+    {
+      std::unordered_map<std::string_view, bool> seen;
+      for (std::size_t i = 0; i < n; ++i)
+        if (events[i].key.empty() || seen.try_emplace(events[i].key, true).second) ready.insert(i);
+    }
+
+    std::size_t in_flight = 0;
+    while (!ready.empty() || in_flight > 0) {
+      while (!ready.empty() && in_flight < requests_.size()) {
+        std::size_t i = *ready.begin();
+        ready.erase(ready.begin());
+        start(events[i], i);
+        ++in_flight;
+      }
+      int running = 0;
+      CURLMcode mc = curl_multi_perform(multi_.get(), &running);
+      if (mc != CURLM_OK) throw Error(ErrorCode::internal, "http", curl_multi_strerror(mc));
+      bool finished_any = false;
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(multi_.get(), &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        Request* req = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &req);
+        curl_multi_remove_handle(multi_.get(), msg->easy_handle);
+        req->busy = false;
+        --in_flight;
+        finished_any = true;
+        std::size_t i = req->index;
+        results[i] = outcome(*req, msg->data.result);
+        std::size_t next = next_in_chain[i];
+        if (results[i].ok()) {
+          if (next < n) ready.insert(next);
+        } else {
+          // The key's later events must not overtake the failed one (guarantee 5).
+          for (; next < n; next = next_in_chain[next])
+            results[next] = DeliveryResult::skipped("an earlier event of key '" + events[i].key +
+                                                    "' failed in this batch");
+        }
+      }
+      if (!finished_any && in_flight > 0) {
+        mc = curl_multi_poll(multi_.get(), nullptr, 0, 1000, nullptr);
+        if (mc != CURLM_OK) throw Error(ErrorCode::internal, "http", curl_multi_strerror(mc));
+      }
+    }
+  }
+
+  void start(const StoredEvent& e, std::size_t index) {
+    Request* req = nullptr;
+    for (auto& r : requests_)
+      if (!r->busy) {
+        req = r.get();
+        break;
+      }
+    CURL* h = req->easy.get();
+    // reset keeps the connection cache, DNS cache and TLS sessions; only options are cleared.
+    curl_easy_reset(h);
+    req->index = index;
+    req->body_excerpt.clear();
+    req->errbuf[0] = '\0';
+
+    curl_slist* list = nullptr;
+    auto add = [&list](const std::string& line) {
+      curl_slist* grown = curl_slist_append(list, line.c_str());
+      if (!grown) {
+        curl_slist_free_all(list);
+        throw std::bad_alloc();
+      }
+      list = grown;
+    };
+    if (!config_.has_content_type) {
+      std::string ct = "application/json";
+      for (const auto& [k, v] : e.headers)
+        if (iequals(k, "content_type") || iequals(k, "content-type")) ct = plain_header_value(v);
+      add("Content-Type: " + ct);
+    }
+    for (const auto& [k, v] : core::cloudevents_headers(e)) add(k + ": " + ce_header_value(v));
+    add("Idempotency-Key: " + e.id.str());
+    for (const auto& [k, v] : config_.headers) add(k + ": " + v);
+    add("Expect:");  // no 100-continue round trip for large bodies
+    req->headers.reset(list);
+
+    curl_easy_setopt(h, CURLOPT_URL, config_.target.c_str());
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, e.payload.data());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(e.payload.size()));
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, req->headers.get());
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, config_.timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, config_.timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &write_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, req);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, req->errbuf);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, req);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "outpost/0.1");
+
+    CURLMcode mc = curl_multi_add_handle(multi_.get(), h);
+    if (mc != CURLM_OK) throw Error(ErrorCode::internal, "http", curl_multi_strerror(mc));
+    req->busy = true;
+  }
+
+  DeliveryResult outcome(const Request& req, CURLcode code) const {
+    if (code != CURLE_OK) {
+      std::string text = req.errbuf[0] ? req.errbuf : curl_easy_strerror(code);
+      if (code == CURLE_OPERATION_TIMEDOUT)
+        return DeliveryResult::failed("timeout after " + std::to_string(config_.timeout_ms) +
+                                      " ms (timeout_ms): " + text);
+      return DeliveryResult::failed("POST " + config_.target + ": " + text);
+    }
+    long status = 0;
+    curl_easy_getinfo(req.easy.get(), CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) return DeliveryResult::delivered();
+    std::string why = "HTTP " + std::to_string(status);
+    if (!req.body_excerpt.empty()) why += ": " + req.body_excerpt;
+    return DeliveryResult::failed(std::move(why));
+  }
+
+  void abort_in_flight() noexcept {
+    for (auto& r : requests_)
+      if (r->busy) {
+        curl_multi_remove_handle(multi_.get(), r->easy.get());
+        r->busy = false;
+      }
+  }
+
+  const HttpConfig config_;
+  std::mutex mu_;  // serialises deliver(); guards the handles below
+  MultiPtr multi_;
+  std::vector<std::unique_ptr<Request>> requests_;  // one easy handle per concurrency slot
+};
+
+bool is_ours(std::string_view key) {
+  return key == "timeout_ms" || key == "concurrency" || key.starts_with("header.");
+}
+
+// The URL to call: the given one without our query parameters (others belong to the webhook
+// and are passed through byte for byte) and without a fragment.
+std::string target_url(std::string_view url) {
+  if (auto hash = url.find('#'); hash != std::string_view::npos) url = url.substr(0, hash);
+  auto q = url.find('?');
+  if (q == std::string_view::npos) return std::string(url);
+  std::string out(url.substr(0, q));
+  std::string_view query = url.substr(q + 1);
+  char sep = '?';
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (kv.empty()) continue;
+    if (is_ours(core::percent_decode(kv.substr(0, kv.find('='))))) continue;
+    out += sep;
+    out += kv;
+    sep = '&';
+  }
+  return out;
+}
+
+bool valid_header_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f || c == ':' || c == '(' || c == ')' || c == ',' || c == ';' ||
+        c == '"' || c == '/' || c == '[' || c == ']' || c == '?' || c == '=' || c == '{' ||
+        c == '}' || c == '\\' || c == '<' || c == '>' || c == '@')
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& options) {
+  auto u = core::Url::parse(url);
+  std::string shown = u.redacted();
+  if (u.scheme() != "http" && u.scheme() != "https")
+    throw ConfigError("bad URL '" + shown + "': scheme '" + u.scheme() + "' is not http or https");
+  if (!u.hierarchical() || u.hosts().empty())
+    throw ConfigError("bad URL '" + shown + "': missing host (expected " + u.scheme() +
+                      "://host[:port]/path)");
+  if (u.hosts().size() > 1)
+    throw ConfigError("bad URL '" + shown + "': an HTTP sink takes exactly one host");
+
+  HttpConfig config;
+  config.timeout_ms = static_cast<long>(options.timeout.count());
+  config.concurrency = options.concurrency;
+  if (auto t = u.int_param("timeout_ms", 1, kMaxTimeoutMs))
+    config.timeout_ms = static_cast<long>(*t);
+  if (auto c = u.int_param("concurrency", 1, kMaxConcurrency))
+    config.concurrency = static_cast<std::size_t>(*c);
+  if (config.timeout_ms <= 0)
+    throw ConfigError("HTTP sink: timeout must be positive, got " +
+                      std::to_string(config.timeout_ms) + " ms");
+  if (config.concurrency == 0 || config.concurrency > static_cast<std::size_t>(kMaxConcurrency))
+    throw ConfigError("HTTP sink: concurrency must be in 1.." + std::to_string(kMaxConcurrency) +
+                      ", got " + std::to_string(config.concurrency));
+  for (const auto& [k, v] : u.query()) {
+    if (!k.starts_with("header.")) continue;
+    std::string name = k.substr(7);
+    if (!valid_header_name(name))
+      throw ConfigError("bad URL '" + shown + "': parameter '" + k +
+                        "' does not name a valid HTTP header");
+    if (v.find_first_of("\r\n") != std::string::npos)
+      throw ConfigError("bad URL '" + shown + "': parameter '" + k +
+                        "' has a line break in its value");
+    u.param(k);  // mark as known
+    if (iequals(name, "content-type")) config.has_content_type = true;
+    config.headers.emplace_back(std::move(name), v);
+  }
+  // Every other parameter is the webhook's own: mark them known so reject_unknown() passes.
+  for (const auto& [k, v] : u.query())
+    if (!is_ours(k)) u.param(k);
+  u.reject_unknown();
+  config.target = target_url(url);
+  return std::make_unique<HttpSink>(std::move(config));
+}
+
+}  // namespace outpost
