@@ -1,0 +1,597 @@
+// The store conformance suite: every test runs against every registered store case
+// (tests/support/store_cases.h; one <backend>_case.cpp per backend). It pins down the life
+// cycle of store.h: append (in the caller's transaction), claim (ordered / unordered), ack,
+// nack (retry or dead), release, renew, stats, list, dead letters, retry, discard, wait_for_work.
+//
+// Timing: leases are tens of milliseconds and every wait is bounded; where a test waits for
+// something to become true it polls with a deadline rather than sleeping a fixed time, so a slow
+// machine makes it slower, not flaky.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "outpost/error.h"
+#include "outpost/store.h"
+#include "store_cases.h"
+
+namespace outpost {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::StoreCase;
+using testing::StoreFixture;
+using SteadyClock = std::chrono::steady_clock;
+
+Event make_event(std::string type, std::string key = {}, std::string payload = "{}") {
+  return Event::make(std::move(type), std::move(payload), std::move(key));
+}
+
+std::vector<EventId> ids_of(const std::vector<StoredEvent>& events) {
+  std::vector<EventId> ids;
+  for (const auto& e : events) ids.push_back(e.id);
+  return ids;
+}
+
+std::vector<EventId> ids_of(const std::vector<Event>& events) {
+  std::vector<EventId> ids;
+  for (const auto& e : events) ids.push_back(e.id);
+  return ids;
+}
+
+class StoreConformance : public ::testing::TestWithParam<StoreCase> {
+ protected:
+  void SetUp() override {
+    std::string reason = GetParam().unavailable_reason();
+    if (!reason.empty()) {
+      if (testing::require_all_endpoints()) FAIL() << GetParam().name << " unavailable: " << reason;
+      GTEST_SKIP() << GetParam().name << " unavailable: " << reason;
+    }
+  }
+
+  void TearDown() override {
+    for (auto& f : fixtures_) {
+      f.store.reset();
+      if (f.cleanup) f.cleanup();
+    }
+  }
+
+  // A fresh, empty store; kept until TearDown.
+  StoreFixture& make(const StoreOptions& options = {}) {
+    fixtures_.push_back(GetParam().make(options));
+    return fixtures_.back();
+  }
+  Store& store() {
+    if (fixtures_.empty()) make();
+    return *fixtures_.front().store;
+  }
+  StoreFixture& fixture() {
+    if (fixtures_.empty()) make();
+    return fixtures_.front();
+  }
+
+  // Claims until a non-empty batch arrives or `timeout` passes.
+  ClaimedBatch claim_within(Store& s, std::size_t max, Duration lease, Duration timeout,
+                            ClaimOrder order = ClaimOrder::ordered) {
+    auto deadline = SteadyClock::now() + timeout;
+    while (true) {
+      ClaimedBatch b = s.claim(max, lease, order);
+      if (!b.empty() || SteadyClock::now() >= deadline) return b;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+ private:
+  std::vector<StoreFixture> fixtures_;
+};
+
+// --- append ------------------------------------------------------------------------------------
+
+TEST_P(StoreConformance, RollbackEmitsNothingAndCommitIsClaimable) {
+  auto& f = fixture();
+  if (!f.append_in_tx) GTEST_SKIP() << "store takes no transaction handle";
+  std::vector<Event> rolled_back{make_event("t.rolled_back", "k"), make_event("t.rolled_back")};
+  f.append_in_tx(rolled_back, /*commit=*/false);
+  EXPECT_TRUE(f.store->claim(10, 5s).empty());
+  EXPECT_EQ(f.store->stats().pending, 0);
+
+  std::vector<Event> committed{make_event("t.committed", "k"), make_event("t.committed")};
+  f.append_in_tx(committed, /*commit=*/true);
+  auto batch = f.store->claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(ids_of(batch.events), ids_of(committed));
+}
+
+TEST_P(StoreConformance, FieldsRoundTrip) {
+  Event e;
+  e.id = EventId::generate();
+  e.type = "order.placed";
+  e.key = "order-42";
+  e.payload = std::string("{\"a\":1}\0binary\xff", 15);
+  e.occurred_at = TimePoint(std::chrono::microseconds(1'700'000'000'123'456));
+  e.headers = {{"correlation_id", "c-1"}, {"traceparent", "00-abc-def-01"}, {"x-user", "ü"}};
+  Event plain = make_event("other");
+  store().append(std::vector<Event>{e, plain});
+
+  auto batch = store().claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  const StoredEvent& got = batch.events[0];
+  EXPECT_EQ(got.id, e.id);
+  EXPECT_EQ(got.type, e.type);
+  EXPECT_EQ(got.key, e.key);
+  EXPECT_EQ(got.payload, e.payload);
+  EXPECT_EQ(got.occurred_at, e.occurred_at);
+  EXPECT_EQ(got.headers, e.headers);
+  EXPECT_EQ(got.attempts, 1);
+  EXPECT_TRUE(batch.events[1].headers.empty());
+  EXPECT_LT(batch.events[0].seq, batch.events[1].seq);
+}
+
+TEST_P(StoreConformance, NilIdGetsUuidV7AndZeroTimeBecomesNow) {
+  Event e;
+  e.type = "t";
+  e.payload = "1";
+  TimePoint before = now();
+  store().append(std::vector<Event>{e});
+  auto events = store().list(10);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_FALSE(events[0].id.is_nil());
+  EXPECT_EQ(events[0].id.bytes()[6] >> 4, 7) << events[0].id.str();
+  EXPECT_GE(events[0].occurred_at + 1s, before);
+  EXPECT_LE(events[0].occurred_at, now() + 1s);
+}
+
+TEST_P(StoreConformance, InvalidEventsRejectedBeforeWriting) {
+  StoreOptions options;
+  options.max_payload_bytes = 16;
+  auto& f = make(options);
+  std::vector<Event> oversize{make_event("ok", "", "small"),
+                              make_event("big", "", std::string(17, 'x'))};
+  try {
+    f.store->append(oversize);
+    FAIL() << "oversize payload accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::too_large) << e.what();
+  }
+  std::vector<Event> empty_type{make_event("ok"), make_event("")};
+  EXPECT_THROW(f.store->append(empty_type), ConfigError);
+  EXPECT_EQ(f.store->stats().pending, 0);
+  EXPECT_TRUE(f.store->list(10).empty());
+  f.store->append(std::vector<Event>{make_event("ok", "", std::string(16, 'x'))});
+  EXPECT_EQ(f.store->stats().pending, 1);
+}
+
+// --- claim -------------------------------------------------------------------------------------
+
+TEST_P(StoreConformance, ClaimRespectsMaxAndCountsAttempts) {
+  std::vector<Event> events;
+  for (int i = 0; i < 5; ++i) events.push_back(make_event("t", ""));
+  store().append(events);
+  auto first = store().claim(3, 5s);
+  ASSERT_EQ(first.events.size(), 3u);
+  for (const auto& e : first.events) EXPECT_EQ(e.attempts, 1);
+  EXPECT_TRUE(std::is_sorted(first.events.begin(), first.events.end(),
+                             [](auto& a, auto& b) { return a.seq < b.seq; }));
+  auto second = store().claim(10, 5s);
+  ASSERT_EQ(second.events.size(), 2u);
+  EXPECT_NE(first.lease.owner, second.lease.owner);
+  EXPECT_TRUE(store().claim(10, 5s).empty());
+  std::vector<EventId> all = ids_of(first.events);
+  for (auto& id : ids_of(second.events)) all.push_back(id);
+  EXPECT_EQ(all, ids_of(events));
+}
+
+TEST_P(StoreConformance, OrderedKeyInFlightBlocksLaterEventsOfThatKey) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k"), make_event("t", "j")};
+  store().append(events);
+  auto first = store().claim(1, 5s);
+  ASSERT_EQ(first.events.size(), 1u);
+  EXPECT_EQ(first.events[0].id, events[0].id);
+  auto second = store().claim(10, 5s);
+  ASSERT_EQ(second.events.size(), 1u);
+  EXPECT_EQ(second.events[0].id, events[2].id);  // k's second event waits for the first
+  EXPECT_EQ(store().ack(first, ids_of(first.events)), 1u);
+  auto third = store().claim(10, 5s);
+  ASSERT_EQ(third.events.size(), 1u);
+  EXPECT_EQ(third.events[0].id, events[1].id);
+}
+
+TEST_P(StoreConformance, OrderedBatchCarriesARunOfOneKeyInOrder) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "j"), make_event("t", "k"),
+                            make_event("t", "k")};
+  store().append(events);
+  auto batch = store().claim(10, 5s);
+  EXPECT_EQ(ids_of(batch.events), ids_of(events));
+}
+
+TEST_P(StoreConformance, OrderedEventWaitingForRetryBlocksItsKey) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k"), make_event("t", "")};
+  store().append(events);
+  auto first = store().claim(1, 5s);
+  ASSERT_EQ(first.events.size(), 1u);
+  std::vector<Nack> nacks{{events[0].id, "boom", Duration(60s)}};
+  EXPECT_EQ(store().nack(first, nacks), 1u);
+  auto second = store().claim(10, 5s);
+  ASSERT_EQ(second.events.size(), 1u);
+  EXPECT_EQ(second.events[0].id, events[2].id);
+  EXPECT_TRUE(store().claim(10, 5s).empty());
+}
+
+TEST_P(StoreConformance, EmptyKeysAreNotBlocked) {
+  std::vector<Event> events{make_event("t", ""), make_event("t", "")};
+  store().append(events);
+  auto first = store().claim(1, 5s);
+  ASSERT_EQ(first.events.size(), 1u);
+  auto second = store().claim(1, 5s);
+  ASSERT_EQ(second.events.size(), 1u);
+  EXPECT_EQ(second.events[0].id, events[1].id);
+}
+
+TEST_P(StoreConformance, DeadEventDoesNotBlockItsKey) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k")};
+  store().append(events);
+  auto first = store().claim(1, 5s);
+  ASSERT_EQ(first.events.size(), 1u);
+  std::vector<Nack> nacks{{events[0].id, "fatal", std::nullopt}};
+  EXPECT_EQ(store().nack(first, nacks), 1u);
+  auto second = store().claim(10, 5s);
+  ASSERT_EQ(second.events.size(), 1u);
+  EXPECT_EQ(second.events[0].id, events[1].id);
+}
+
+TEST_P(StoreConformance, UnorderedClaimIgnoresKeys) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k")};
+  store().append(events);
+  auto first = store().claim(1, 5s, ClaimOrder::unordered);
+  ASSERT_EQ(first.events.size(), 1u);
+  std::vector<Nack> nacks{{events[0].id, "later", Duration(60s)}};
+  store().nack(first, nacks);
+  auto second = store().claim(10, 5s, ClaimOrder::unordered);
+  ASSERT_EQ(second.events.size(), 1u);
+  EXPECT_EQ(second.events[0].id, events[1].id);
+}
+
+TEST_P(StoreConformance, ConcurrentClaimersNeverShareAnEvent) {
+  constexpr int kEvents = 400;
+  std::vector<Event> events;
+  for (int i = 0; i < kEvents; ++i) events.push_back(make_event("t", "k" + std::to_string(i % 7)));
+  store().append(events);
+  std::mutex mu;
+  std::multiset<std::string> seen;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      auto deadline = SteadyClock::now() + 10s;
+      while (SteadyClock::now() < deadline) {
+        auto batch = store().claim(16, 10s);
+        if (batch.empty()) {
+          if (store().stats().pending == 0) return;
+          std::this_thread::sleep_for(1ms);
+          continue;
+        }
+        {
+          std::lock_guard lock(mu);
+          for (auto& e : batch.events) seen.insert(e.id.str());
+        }
+        EXPECT_EQ(store().ack(batch, ids_of(batch.events)), batch.events.size());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kEvents));
+  EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size());
+  auto s = store().stats();
+  EXPECT_EQ(s.pending + s.leased, 0);
+}
+
+// --- nack, dead letters, retry, discard --------------------------------------------------------
+
+TEST_P(StoreConformance, NackWithRetryIsNotClaimableBeforeItIsDue) {
+  std::vector<Event> events{make_event("t", "k")};
+  store().append(events);
+  auto first = store().claim(10, 5s);
+  ASSERT_EQ(first.events.size(), 1u);
+  auto nacked_at = SteadyClock::now();
+  std::vector<Nack> nacks{{events[0].id, "try again", Duration(300ms)}};
+  EXPECT_EQ(store().nack(first, nacks), 1u);
+  EXPECT_TRUE(store().claim(10, 5s).empty());
+  auto again = claim_within(store(), 10, 5s, 4s);
+  auto waited = SteadyClock::now() - nacked_at;
+  ASSERT_EQ(again.events.size(), 1u);
+  EXPECT_GE(waited, 250ms);  // a ms clock may round; 300 ms less a little
+  EXPECT_EQ(again.events[0].id, events[0].id);
+  EXPECT_EQ(again.events[0].attempts, 2);
+}
+
+TEST_P(StoreConformance, NackWithoutRetryIsDeadWithItsError) {
+  Event e = make_event("t.dead", "k", "{\"n\":1}");
+  e.headers = {{"correlation_id", "c"}};
+  store().append(std::vector<Event>{e});
+  auto batch = store().claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 1u);
+  std::vector<Nack> nacks{{e.id, "handler threw: no such customer", std::nullopt}};
+  EXPECT_EQ(store().nack(batch, nacks), 1u);
+  auto dead = store().dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, e.id);
+  EXPECT_EQ(dead[0].type, e.type);
+  EXPECT_EQ(dead[0].key, e.key);
+  EXPECT_EQ(dead[0].payload, e.payload);
+  EXPECT_EQ(dead[0].headers, e.headers);
+  EXPECT_EQ(dead[0].attempts, 1);
+  EXPECT_EQ(dead[0].last_error, "handler threw: no such customer");
+  EXPECT_LE(dead[0].dead_at, now() + 1s);
+  auto s = store().stats();
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(s.pending, 0);
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_TRUE(store().claim(10, 5s).empty());
+}
+
+TEST_P(StoreConformance, RetryBringsDeadEventsBackWithAttemptsZero) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "j"), make_event("t", "")};
+  store().append(events);
+  auto batch = store().claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 3u);
+  std::vector<Nack> nacks;
+  for (auto& e : events) nacks.push_back({e.id, "x", std::nullopt});
+  EXPECT_EQ(store().nack(batch, nacks), 3u);
+  ASSERT_EQ(store().dead(10).size(), 3u);
+
+  std::vector<EventId> one{events[0].id, EventId::generate()};
+  EXPECT_EQ(store().retry(one), 1u);
+  auto listed = store().list(10);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].id, events[0].id);
+  EXPECT_EQ(listed[0].attempts, 0);
+  EXPECT_EQ(store().dead(10).size(), 2u);
+
+  EXPECT_EQ(store().retry_all(), 2u);
+  EXPECT_TRUE(store().dead(10).empty());
+  auto again = store().claim(10, 5s);
+  ASSERT_EQ(again.events.size(), 3u);
+  EXPECT_EQ(ids_of(again.events), ids_of(events));
+  for (auto& e : again.events) EXPECT_EQ(e.attempts, 1);
+  EXPECT_EQ(store().stats().dead, 0);
+}
+
+TEST_P(StoreConformance, DiscardDeletesDeadEvents) {
+  std::vector<Event> events{make_event("t"), make_event("t"), make_event("t")};
+  store().append(events);
+  auto batch = store().claim(10, 5s);
+  std::vector<Nack> nacks;
+  for (auto& e : events) nacks.push_back({e.id, "x", std::nullopt});
+  store().nack(batch, nacks);
+  std::vector<EventId> one{events[1].id, EventId::generate()};
+  EXPECT_EQ(store().discard(one), 1u);
+  auto dead = store().dead(10);
+  ASSERT_EQ(dead.size(), 2u);
+  EXPECT_EQ(dead[0].id, events[0].id);
+  EXPECT_EQ(dead[1].id, events[2].id);
+  EXPECT_EQ(store().discard_all(), 2u);
+  EXPECT_TRUE(store().dead(10).empty());
+  EXPECT_EQ(store().stats().dead, 0);
+  EXPECT_TRUE(store().claim(10, 5s).empty());
+  EXPECT_EQ(store().retry(ids_of(events)), 0u);
+}
+
+// --- leases --------------------------------------------------------------------------------------
+
+TEST_P(StoreConformance, ExpiredLeaseIsReclaimedAndLiveOneIsNot) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k")};
+  store().append(events);
+  auto first = store().claim(10, 60ms);
+  ASSERT_EQ(first.events.size(), 2u);
+  EXPECT_TRUE(store().claim(10, 5s).empty());  // live lease
+  auto second = claim_within(store(), 10, 5s, 3s);
+  ASSERT_EQ(second.events.size(), 2u);
+  EXPECT_EQ(ids_of(second.events), ids_of(events));  // in order, attempt counted
+  EXPECT_EQ(second.events[0].attempts, 2);
+  EXPECT_EQ(store().stats().leased, 2);
+}
+
+TEST_P(StoreConformance, RenewExtendsTheLease) {
+  store().append(std::vector<Event>{make_event("t", "k")});
+  auto batch = store().claim(10, 50ms);
+  ASSERT_EQ(batch.events.size(), 1u);
+  std::this_thread::sleep_for(100ms);  // expired, but nobody took it yet
+  EXPECT_TRUE(store().renew(batch, 10s));
+  EXPECT_TRUE(store().claim(10, 5s).empty());
+  EXPECT_EQ(store().stats().leased, 1);
+  EXPECT_EQ(store().ack(batch, ids_of(batch.events)), 1u);
+}
+
+TEST_P(StoreConformance, RenewFailsAfterAnotherClaimerTookTheEvents) {
+  store().append(std::vector<Event>{make_event("t", "k"), make_event("t", "")});
+  auto batch = store().claim(10, 40ms);
+  ASSERT_EQ(batch.events.size(), 2u);
+  auto other = claim_within(store(), 1, 10s, 3s);
+  ASSERT_EQ(other.events.size(), 1u);
+  EXPECT_FALSE(store().renew(batch, 10s));
+}
+
+TEST_P(StoreConformance, StaleOwnerCannotAckNackOrRelease) {
+  std::vector<Event> events{make_event("t", "k")};
+  store().append(events);
+  auto stale = store().claim(10, 40ms);
+  ASSERT_EQ(stale.events.size(), 1u);
+  auto current = claim_within(store(), 10, 10s, 3s);
+  ASSERT_EQ(current.events.size(), 1u);
+  EXPECT_EQ(store().ack(stale, ids_of(stale.events)), 0u);
+  std::vector<Nack> nacks{{events[0].id, "stale", std::nullopt}};
+  EXPECT_EQ(store().nack(stale, nacks), 0u);
+  EXPECT_EQ(store().release(stale, ids_of(stale.events)), 0u);
+  EXPECT_TRUE(store().dead(10).empty());
+  EXPECT_EQ(store().stats().leased, 1);
+  EXPECT_EQ(store().ack(current, ids_of(current.events)), 1u);
+  auto s = store().stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+TEST_P(StoreConformance, ReleaseDoesNotCountTheAttempt) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k")};
+  store().append(events);
+  auto batch = store().claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(store().release(batch, ids_of(batch.events)), 2u);
+  auto again = store().claim(10, 5s);
+  ASSERT_EQ(again.events.size(), 2u);
+  EXPECT_EQ(ids_of(again.events), ids_of(events));
+  EXPECT_EQ(again.events[0].attempts, 1);
+  EXPECT_EQ(again.events[1].attempts, 1);
+}
+
+TEST_P(StoreConformance, AckCountsOnlyEventsOfTheBatch) {
+  std::vector<Event> events{make_event("t"), make_event("t"), make_event("t")};
+  store().append(events);
+  auto batch = store().claim(2, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  std::vector<EventId> ids{events[0].id, events[2].id, EventId::generate()};
+  EXPECT_EQ(store().ack(batch, ids), 1u);  // events[2] is not in this batch
+  auto s = store().stats();
+  EXPECT_EQ(s.leased, 1);
+  EXPECT_EQ(s.pending, 1);
+  EXPECT_EQ(store().ack(batch, ids_of(batch.events)), 1u);  // the other one; acked one is gone
+}
+
+// --- inspection ----------------------------------------------------------------------------------
+
+TEST_P(StoreConformance, StatsCountEachState) {
+  EXPECT_EQ(store().stats().oldest_pending_age, Duration(0));
+  std::vector<Event> events;
+  for (int i = 0; i < 5; ++i) events.push_back(make_event("t", ""));
+  store().append(events);
+  std::this_thread::sleep_for(60ms);
+  auto leased = store().claim(2, 10s);
+  ASSERT_EQ(leased.events.size(), 2u);
+  std::vector<Nack> nacks{{leased.events[0].id, "x", std::nullopt}};
+  store().nack(leased, nacks);
+  auto s = store().stats();
+  EXPECT_EQ(s.pending, 3);
+  EXPECT_EQ(s.leased, 1);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(s.archived, 0);
+  EXPECT_GE(s.oldest_pending_age, 40ms);
+  EXPECT_LT(s.oldest_pending_age, 60s);
+}
+
+TEST_P(StoreConformance, ListShowsUndeliveredEventsInOrder) {
+  std::vector<Event> events;
+  for (int i = 0; i < 5; ++i) events.push_back(make_event("t" + std::to_string(i), "k"));
+  store().append(events);
+  auto batch = store().claim(1, 10s);
+  auto listed = store().list(3);
+  ASSERT_EQ(listed.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(listed[i].id, events[i].id);
+  EXPECT_EQ(listed[0].attempts, 1);
+  EXPECT_EQ(listed[1].attempts, 0);
+  EXPECT_EQ(store().list(100).size(), 5u);
+}
+
+TEST_P(StoreConformance, ArchiveKeepsAckedEventsOutOfPending) {
+  StoreOptions options;
+  options.archive = true;
+  auto& f = make(options);
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k")};
+  f.store->append(events);
+  auto batch = f.store->claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(f.store->ack(batch, ids_of(batch.events)), 2u);
+  auto s = f.store->stats();
+  EXPECT_EQ(s.pending, 0);
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.archived, 2);
+  EXPECT_TRUE(f.store->list(10).empty());
+  EXPECT_TRUE(f.store->claim(10, 5s).empty());
+}
+
+// --- wake-ups ------------------------------------------------------------------------------------
+
+TEST_P(StoreConformance, WaitForWorkWakesOnAppendFromAnotherStoreObject) {
+  auto& f = fixture();
+  if (!f.open_again) GTEST_SKIP() << "store cannot be opened twice";
+  auto other = f.open_again();
+  std::atomic<bool> got{false};
+  auto start = SteadyClock::now();
+  std::thread relay([&] {
+    auto deadline = SteadyClock::now() + 8s;
+    while (SteadyClock::now() < deadline) {
+      if (!f.store->claim(10, 5s).empty()) {
+        got = true;
+        return;
+      }
+      f.store->wait_for_work(8s);
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  other->append(std::vector<Event>{make_event("t", "k")});
+  relay.join();
+  EXPECT_TRUE(got);
+  EXPECT_LT(SteadyClock::now() - start, 3s);  // woken, not the 8 s timeout
+}
+
+TEST_P(StoreConformance, WaitForWorkWakesOnAppendToTheSameStore) {
+  store();  // create before the thread uses it
+  std::atomic<bool> got{false};
+  auto start = SteadyClock::now();
+  std::thread relay([&] {
+    auto deadline = SteadyClock::now() + 8s;
+    while (SteadyClock::now() < deadline) {
+      if (!store().claim(10, 5s).empty()) {
+        got = true;
+        return;
+      }
+      store().wait_for_work(8s);
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  store().append(std::vector<Event>{make_event("t", "k")});
+  relay.join();
+  EXPECT_TRUE(got);
+  EXPECT_LT(SteadyClock::now() - start, 3s);
+}
+
+TEST_P(StoreConformance, WaitForWorkWakesWhenARetryFallsDue) {
+  std::vector<Event> events{make_event("t", "k")};
+  store().append(events);
+  auto batch = store().claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 1u);
+  std::vector<Nack> nacks{{events[0].id, "soon", Duration(200ms)}};
+  store().nack(batch, nacks);
+  auto start = SteadyClock::now();
+  bool got = false;
+  while (SteadyClock::now() - start < 8s) {
+    if (!store().claim(10, 5s).empty()) {
+      got = true;
+      break;
+    }
+    store().wait_for_work(8s);
+  }
+  EXPECT_TRUE(got);
+  EXPECT_LT(SteadyClock::now() - start, 3s);
+}
+
+TEST_P(StoreConformance, InterruptWakesWaitForWork) {
+  store();  // create before the thread uses it
+  auto start = SteadyClock::now();
+  std::thread waiter([&] { store().wait_for_work(8s); });
+  std::this_thread::sleep_for(50ms);
+  store().interrupt();
+  waiter.join();
+  EXPECT_LT(SteadyClock::now() - start, 3s);
+}
+
+std::string case_name(const ::testing::TestParamInfo<StoreCase>& info) {
+  return info.param.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreConformance, ::testing::ValuesIn(testing::store_cases()),
+                         case_name);
+
+}  // namespace
+}  // namespace outpost
