@@ -21,16 +21,14 @@
 #include <vector>
 
 #include "outpost/relay.h"
+#include "outpost/sinks/handlers.h"
 #include "outpost/store.h"
 
 namespace outpost {
 
-// Throws to fail the delivery: the exception text becomes the nack's error.
-using Handler = std::function<void(const StoredEvent&)>;
+// Handler and HandleMiddleware are declared in outpost/sinks/handlers.h.
 // May change the event (add headers); return false to drop it (it is not written).
 using EmitMiddleware = std::function<bool(Event&)>;
-// May inspect the event before its handler; return false to drop it (it is acked unhandled).
-using HandleMiddleware = std::function<bool(const StoredEvent&)>;
 
 struct BusOptions {
   RelayOptions relay;

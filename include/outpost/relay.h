@@ -19,17 +19,19 @@
 namespace outpost {
 
 struct RelayOptions {
-  std::size_t batch_size = 100;        // events per claim (>= 1)
-  Duration lease{30'000};              // lease per claim; renewed every lease/3 while delivering
-  int max_attempts = 5;                // every attempt counts, the first included (>= 1)
-  Duration backoff_base{100};          // first retry waits up to this (full jitter)
-  Duration backoff_max{60'000};        // cap on any retry delay
+  std::size_t batch_size = 100;  // events per claim (>= 1)
+  Duration lease{30'000};        // lease per claim; renewed every lease/3 while delivering
+  int max_attempts = 5;          // every attempt counts, the first included (>= 1)
+  Duration backoff_base{100};    // first retry waits up to this (full jitter)
+  Duration backoff_max{60'000};  // cap on any retry delay
   ClaimOrder order = ClaimOrder::ordered;
-  Duration poll_interval{1'000};       // fallback wait when the store's wake-up is missed
-  bool until_empty = false;            // run() returns when nothing is pending or leased
+  Duration poll_interval{1'000};  // fallback wait when the store's wake-up is missed
+  bool until_empty = false;       // run() returns when nothing is pending or leased
   // Called for store errors the relay survives (it backs off and retries) and for each failed
-  // delivery. Must not throw.
+  // delivery (unless on_delivery_error is set). Must not throw. Runs on the relay's threads.
   std::function<void(const std::string& message)> on_error;
+  // When set, failed deliveries are reported here, with the event, instead of to on_error.
+  std::function<void(const std::string& message, const StoredEvent& event)> on_delivery_error;
 };
 
 // Counters since start; safe to read while running.
@@ -56,11 +58,14 @@ class Relay {
   // leased). The batch in flight when stop() is called is finished; then the sink is closed.
   void run();
 
-  // One claim -> deliver -> settle cycle. Returns the number of events claimed.
+  // One claim -> deliver -> settle cycle. Returns the number of events claimed. A failing claim
+  // throws (run() instead reports it and backs off); failing acks are retried a few times, then
+  // reported and left to the lease expiry.
   std::size_t run_once();
 
-  // Asks run() to return after its current batch. Safe from any thread and from signal-driven
-  // code paths (it only sets a flag and interrupts the store's wait).
+  // Asks run() to return after its current batch. Safe from any thread (it sets a flag and
+  // wakes the relay's waits). Not async-signal-safe: call it from a thread that waits for the
+  // signal (sigwait), not from inside a signal handler.
   void stop();
 
   RelayCounters counters() const;

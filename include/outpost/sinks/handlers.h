@@ -1,0 +1,74 @@
+#pragma once
+// The handler-table sink: delivers events to in-process functions, one handler per event type.
+// The Bus uses it; it can also be given to a Relay directly:
+//
+//   outpost::HandlerSink sink({.concurrency = 4});
+//   sink.on("user.created", [](const outpost::StoredEvent& e) { ... });  // throw to fail
+//   outpost::Relay relay(*store, sink);
+//   relay.run();
+//
+// Outcomes: a handler that returns is `delivered`; one that throws is `failed` with the
+// exception's what() (or a fixed text for non-std exceptions). An event whose type has no handler
+// is `failed` with an error naming the type (so it ends in the dead letters) unless
+// ignore_unknown_types, then it is `delivered` unhandled. A handle middleware returning false
+// drops the event: `delivered` without running the handler.
+//
+// Concurrency: with concurrency N > 1 a persistent pool of N-1 threads plus the calling thread
+// runs the batch; events are grouped into lanes by key (an empty key is a lane of its own), each
+// lane runs in order on one thread at a time, and once an event of a lane fails its later events
+// are `skipped`. With N = 1 everything runs inline on the caller's thread.
+//
+// Thread safety: on/off/use may be called from any thread at any time (a batch sees the table as
+// it was when deliver() started); deliver() is called by one relay thread at a time.
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "outpost/sink.h"
+
+namespace outpost {
+
+// Throws to fail the delivery: the exception text becomes the nack's error.
+using Handler = std::function<void(const StoredEvent&)>;
+// May inspect the event before its handler; return false to drop it (it is acked unhandled).
+using HandleMiddleware = std::function<bool(const StoredEvent&)>;
+
+struct HandlerSinkOptions {
+  std::size_t concurrency = 1;        // handler threads (>= 1); 1 runs inline on the relay thread
+  bool ignore_unknown_types = false;  // false: an event with no handler fails (-> dead letter)
+  // Called after a handler returned for an event (not for dropped or unknown events). May run on
+  // any handler thread, concurrently. Must not throw.
+  std::function<void(const StoredEvent&)> on_handled;
+};
+
+class HandlerSink final : public Sink {
+ public:
+  explicit HandlerSink(HandlerSinkOptions options = {});
+  ~HandlerSink() override;
+  HandlerSink(const HandlerSink&) = delete;
+  HandlerSink& operator=(const HandlerSink&) = delete;
+
+  std::string_view name() const override { return "handlers"; }
+
+  // One handler per type: a second on() for the same type throws Error(ErrorCode::conflict).
+  // An empty type or an empty handler is a ConfigError.
+  void on(const std::string& type, Handler handler);
+  // Removes the handler for `type` (no-op when there is none).
+  void off(const std::string& type);
+  // Middlewares run in registration order before the handler.
+  void use(HandleMiddleware middleware);
+
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override;
+  void close() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace outpost
