@@ -2,7 +2,7 @@
 // The NATS JetStream sink (`nats://`, cnats).
 //
 //   nats://[user:password@]host:port[,host:port...]/SUBJECT?stream=NAME
-//          [&create=1&max_pending=N&timeout_ms=N&lease_ms=N&backoff_max_ms=N]
+//          [&create=1&duplicate_window_ms=N&max_pending=N&timeout_ms=N&lease_ms=N&backoff_max_ms=N]
 //
 // SUBJECT may contain `{type}` (`events.{type}`), replaced by the event type.
 //

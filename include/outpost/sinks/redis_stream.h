@@ -35,7 +35,6 @@ namespace outpost {
 
 // Throws ConfigError for a malformed URL or parameter (the message names it). Connects lazily:
 // an unreachable server fails deliveries, not the open.
-std::unique_ptr<Sink> open_redis_stream_sink(std::string_view url,
-                                             const SinkOptions& options = {});
+std::unique_ptr<Sink> open_redis_stream_sink(std::string_view url, const SinkOptions& options = {});
 
 }  // namespace outpost

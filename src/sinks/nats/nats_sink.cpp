@@ -1,0 +1,408 @@
+// NATS JetStream sink over cnats: see include/outpost/sinks/nats.h for the contract.
+//
+// deliver() publishes the batch with js_PublishMsgAsync (MsgId = event id) and waits for the
+// PubAcks, which cnats hands to on_ack() on its own delivery thread; the per-call state is
+// therefore guarded by mu_. PubAcks are matched to events by their Nats-Msg-Id header. What is
+// still unacknowledged when the call gives up is taken back from cnats
+// (js_PublishAsyncGetPendingList) so that it neither occupies the pending window nor acks a
+// later call; if the server stored it anyway, the redelivery is a duplicate it drops.
+
+#include "outpost/sinks/nats.h"
+
+#include <nats/nats.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cloudevents.h"
+#include "core/url.h"
+#include "outpost/error.h"
+
+namespace outpost {
+namespace {
+
+struct ConnectionDeleter {
+  void operator()(natsConnection* nc) const { natsConnection_Destroy(nc); }
+};
+struct JsDeleter {
+  void operator()(jsCtx* js) const { jsCtx_Destroy(js); }
+};
+struct OptionsDeleter {
+  void operator()(natsOptions* o) const { natsOptions_Destroy(o); }
+};
+struct MsgDeleter {
+  void operator()(natsMsg* m) const { natsMsg_Destroy(m); }
+};
+struct StreamInfoDeleter {
+  void operator()(jsStreamInfo* si) const { jsStreamInfo_Destroy(si); }
+};
+
+std::string render_template(const std::string& tpl, const std::string& with) {
+  std::string out = tpl;
+  for (auto pos = out.find("{type}"); pos != std::string::npos;
+       pos = out.find("{type}", pos + with.size()))
+    out.replace(pos, 6, with);
+  return out;
+}
+
+void hold_back_failed_keys(std::span<const StoredEvent> events,
+                           std::vector<DeliveryResult>& results) {
+  std::set<std::string_view> failed;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& key = events[i].key;
+    if (key.empty()) continue;
+    if (failed.contains(key))
+      results[i] =
+          DeliveryResult::skipped("an earlier event of key '" + key + "' failed in this batch");
+    else if (!results[i].ok())
+      failed.insert(key);
+  }
+}
+
+// NATS headers are line based: a CR or LF in a value would end the header block.
+std::string header_safe(std::string v) {
+  for (auto& c : v)
+    if (c == '\r' || c == '\n') c = ' ';
+  return v;
+}
+
+std::string status_text(natsStatus s) {
+  std::string text = natsStatus_GetText(s);
+  const char* last = nats_GetLastError(nullptr);
+  if (last && *last && text != last) text += std::string(": ") + last;
+  return text;
+}
+
+const char* conn_status_text(natsConnStatus s) {
+  switch (s) {
+    case NATS_CONN_STATUS_DISCONNECTED:
+      return "disconnected";
+    case NATS_CONN_STATUS_CONNECTING:
+      return "connecting";
+    case NATS_CONN_STATUS_CONNECTED:
+      return "connected";
+    case NATS_CONN_STATUS_CLOSED:
+      return "closed";
+    case NATS_CONN_STATUS_RECONNECTING:
+      return "reconnecting";
+    default:
+      return "draining";
+  }
+}
+
+struct NatsConfig {
+  std::vector<std::string> servers;
+  std::string user, password;
+  std::string subject_template;
+  std::string stream;
+  bool create = false;
+  std::int64_t max_pending = 4096;
+  std::int64_t dup_window_ms = 0;  // for a created stream; 0 = server default (2 min)
+  Duration timeout{10'000};
+  Duration lease{0};
+  Duration backoff_max{0};
+  std::string where;
+};
+
+class NatsSink final : public Sink {
+ public:
+  explicit NatsSink(NatsConfig config) : config_(std::move(config)) {
+    natsOptions* raw_opts = nullptr;
+    check(natsOptions_Create(&raw_opts), "options");
+    std::unique_ptr<natsOptions, OptionsDeleter> opts(raw_opts);
+    std::vector<const char*> servers;
+    for (auto& s : config_.servers) servers.push_back(s.c_str());
+    check(natsOptions_SetServers(opts.get(), servers.data(), static_cast<int>(servers.size())),
+          "servers");
+    if (!config_.user.empty() || !config_.password.empty())
+      check(natsOptions_SetUserInfo(opts.get(), config_.user.c_str(), config_.password.c_str()),
+            "credentials");
+    // Outages of any length: reconnect forever; deliveries fail meanwhile (no buffering of
+    // publishes that the relay would think are in flight).
+    natsOptions_SetAllowReconnect(opts.get(), true);
+    natsOptions_SetMaxReconnect(opts.get(), -1);
+    natsOptions_SetReconnectWait(opts.get(), 250);
+    natsOptions_SetTimeout(opts.get(), config_.timeout.count());
+
+    natsConnection* nc = nullptr;
+    natsStatus s = natsConnection_Connect(&nc, opts.get());
+    if (s != NATS_OK)
+      throw ConnectionError("nats", "nats sink " + config_.where + ": connect: " + status_text(s));
+    nc_.reset(nc);
+
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = config_.timeout.count();
+    jo.PublishAsync.MaxPending = config_.max_pending;
+    jo.PublishAsync.AckHandler = &NatsSink::on_ack;
+    jo.PublishAsync.AckHandlerClosure = this;
+    jo.PublishAsync.StallWait = config_.timeout.count();
+    jsCtx* js = nullptr;
+    check(natsConnection_JetStream(&js, nc_.get(), &jo), "jetstream context");
+    js_.reset(js);
+    ensure_stream();
+  }
+
+  ~NatsSink() override {
+    close();
+    js_.reset();
+    nc_.reset();
+  }
+
+  std::string_view name() const override { return "nats"; }
+
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    std::vector<DeliveryResult> results(events.size());
+    if (events.empty()) return results;
+    const auto st = natsConnection_Status(nc_.get());
+    if (st != NATS_CONN_STATUS_CONNECTED) {
+      const std::string why = "nats " + config_.where + ": connection " + conn_status_text(st) +
+                              last_connection_error();
+      for (auto& r : results) r = DeliveryResult::failed(why);
+      return results;
+    }
+    {
+      std::lock_guard lock(mu_);
+      index_.clear();
+      done_.assign(events.size(), false);
+      results_ = &results;
+      outstanding_ = 0;
+    }
+    for (std::size_t i = 0; i < events.size(); ++i) publish(events[i], i);
+    wait_for_acks();
+    {
+      std::lock_guard lock(mu_);
+      if (outstanding_ > 0) {
+        const auto cs = natsConnection_Status(nc_.get());
+        std::string why =
+            cs == NATS_CONN_STATUS_CONNECTED
+                ? "no PubAck within " + std::to_string(config_.timeout.count()) + " ms"
+                : std::string("connection ") + conn_status_text(cs) + " before the PubAck" +
+                      last_connection_error();
+        for (std::size_t i = 0; i < events.size(); ++i)
+          if (!done_[i]) results[i] = DeliveryResult::failed("nats: " + why);
+      }
+      results_ = nullptr;
+      index_.clear();
+      outstanding_ = 0;
+    }
+    hold_back_failed_keys(events, results);
+    return results;
+  }
+
+  void close() override {
+    if (js_) {
+      jsPubOptions po;
+      jsPubOptions_Init(&po);
+      po.MaxWait = config_.timeout.count();
+      js_PublishAsyncComplete(js_.get(), &po);
+    }
+  }
+
+ private:
+  void check(natsStatus s, const char* what) const {
+    if (s != NATS_OK)
+      throw ConfigError("nats sink " + config_.where + ": " + what + ": " + status_text(s), "nats");
+  }
+
+  std::string last_connection_error() const {
+    const char* last = nullptr;
+    natsConnection_GetLastError(nc_.get(), &last);
+    return last && *last ? std::string(" (last error: ") + last + ")" : std::string();
+  }
+
+  void ensure_stream() {
+    jsStreamInfo* raw = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetStreamInfo(&raw, js_.get(), config_.stream.c_str(), nullptr, &jerr);
+    std::unique_ptr<jsStreamInfo, StreamInfoDeleter> si(raw);
+    if (s == NATS_NOT_FOUND && config_.create) {
+      std::string subject = config_.subject_template;
+      const bool tail = subject.size() >= 6 && subject.ends_with("{type}");
+      subject = render_template(subject, tail ? ">" : "*");
+      const char* subjects[] = {subject.c_str()};
+      jsStreamConfig cfg;
+      jsStreamConfig_Init(&cfg);
+      cfg.Name = config_.stream.c_str();
+      cfg.Subjects = subjects;
+      cfg.SubjectsLen = 1;
+      cfg.Storage = js_FileStorage;
+      if (config_.dup_window_ms > 0) cfg.Duplicates = config_.dup_window_ms * 1'000'000;
+      raw = nullptr;
+      s = js_AddStream(&raw, js_.get(), &cfg, nullptr, &jerr);
+      si.reset(raw);
+    }
+    if (s == NATS_NOT_FOUND)
+      throw Error(ErrorCode::not_found, "nats",
+                  "nats sink " + config_.where + ": stream '" + config_.stream +
+                      "' does not exist (add &create=1 to create it)");
+    if (s != NATS_OK)
+      throw ConnectionError("nats", "nats sink " + config_.where + ": stream '" + config_.stream +
+                                        "': " + status_text(s));
+    const Duration horizon = config_.lease + config_.backoff_max;
+    if (si && si->Config && horizon.count() > 0) {
+      const std::int64_t window_ms = si->Config->Duplicates / 1'000'000;
+      if (window_ms < horizon.count())
+        std::fprintf(
+            stderr,
+            "outpost: warning: nats stream '%s' has a duplicate window of %lld ms, shorter "
+            "than the relay's lease + longest backoff (%lld ms): a redelivery after that "
+            "is not deduplicated by the server (raise the stream's duplicate_window)\n",
+            config_.stream.c_str(), static_cast<long long>(window_ms),
+            static_cast<long long>(horizon.count()));
+    }
+  }
+
+  void publish(const StoredEvent& event, std::size_t index) {
+    const std::string subject = render_template(config_.subject_template, event.type);
+    const std::string id = event.id.str();
+    auto fail = [&](const std::string& why) {
+      std::lock_guard lock(mu_);
+      if (!done_[index]) {
+        done_[index] = true;
+        (*results_)[index] = DeliveryResult::failed(why);
+      }
+    };
+    natsMsg* raw = nullptr;
+    natsStatus s = natsMsg_Create(&raw, subject.c_str(), nullptr, event.payload.data(),
+                                  static_cast<int>(event.payload.size()));
+    if (s != NATS_OK) return fail("nats message for '" + subject + "': " + status_text(s));
+    std::unique_ptr<natsMsg, MsgDeleter> msg(raw);
+    for (const auto& [k, v] : core::cloudevents_headers(event))
+      natsMsgHeader_Set(msg.get(), k.c_str(), header_safe(v).c_str());
+    {
+      std::lock_guard lock(mu_);
+      index_[id] = index;
+      ++outstanding_;
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = id.c_str();
+    natsMsg* handoff = msg.release();
+    s = js_PublishMsgAsync(js_.get(), &handoff, &po);
+    natsMsg_Destroy(handoff);  // no-op when cnats took ownership
+    if (s != NATS_OK) {
+      {
+        std::lock_guard lock(mu_);
+        if (index_.erase(id)) --outstanding_;
+      }
+      fail("nats publish to '" + subject + "': " + status_text(s));
+    }
+  }
+
+  void wait_for_acks() {
+    const auto deadline = std::chrono::steady_clock::now() + config_.timeout;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        if (outstanding_ == 0) return;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) break;
+      if (natsConnection_Status(nc_.get()) != NATS_CONN_STATUS_CONNECTED) break;
+      jsPubOptions po;
+      jsPubOptions_Init(&po);
+      po.MaxWait = std::min<std::int64_t>(
+          100, std::chrono::duration_cast<Duration>(deadline - now).count() + 1);
+      if (js_PublishAsyncComplete(js_.get(), &po) == NATS_OK) {
+        // cnats may count an ack before its handler finished: give the handler a moment.
+        std::unique_lock lock(mu_);
+        ack_cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return outstanding_ == 0; });
+        if (outstanding_ == 0) return;
+      }
+    }
+    // Give up on what is still pending: take it back so it cannot ack a later call.
+    natsMsgList pending{};
+    if (js_PublishAsyncGetPendingList(&pending, js_.get()) == NATS_OK)
+      natsMsgList_Destroy(&pending);
+  }
+
+  static void on_ack(jsCtx*, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
+    try {
+      static_cast<NatsSink*>(closure)->handle_ack(msg, pa, pae);
+    } catch (...) {
+      // Nothing may cross the C callback; the event then fails by timeout.
+    }
+    natsMsg_Destroy(msg);
+  }
+
+  void handle_ack(natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae) {
+    const char* id = nullptr;
+    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || !id) return;
+    std::lock_guard lock(mu_);
+    if (!results_) return;
+    auto it = index_.find(id);
+    if (it == index_.end()) return;
+    const std::size_t i = it->second;
+    index_.erase(it);
+    --outstanding_;
+    if (!done_[i]) {
+      done_[i] = true;
+      if (pa) {
+        (*results_)[i] = DeliveryResult::delivered();  // a duplicate is stored already: delivered
+      } else {
+        std::string why = "nats: ";
+        if (pae && pae->ErrText)
+          why += pae->ErrText;
+        else if (pae)
+          why += natsStatus_GetText(pae->Err);
+        else
+          why += "negative PubAck";
+        if (pae && pae->ErrCode) why += " (err_code " + std::to_string(pae->ErrCode) + ")";
+        (*results_)[i] = DeliveryResult::failed(why);
+      }
+    }
+    if (outstanding_ == 0) ack_cv_.notify_all();
+  }
+
+  NatsConfig config_;
+  std::unique_ptr<natsConnection, ConnectionDeleter> nc_;
+  std::unique_ptr<jsCtx, JsDeleter> js_;
+
+  std::mutex mu_;  // guards the per-call state below (PubAcks arrive on cnats' thread)
+  std::condition_variable ack_cv_;
+  std::unordered_map<std::string, std::size_t> index_;  // event id -> index, awaiting PubAck
+  std::vector<bool> done_;
+  std::vector<DeliveryResult>* results_ = nullptr;
+  std::size_t outstanding_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Sink> open_nats_sink(std::string_view text, const SinkOptions& options) {
+  const auto url = core::Url::parse(text);
+  NatsConfig c;
+  c.where = url.redacted();
+  auto bad = [&](const std::string& what) {
+    return ConfigError("nats sink URL " + c.where + ": " + what, "nats");
+  };
+  if (url.scheme() != "nats") throw bad("scheme must be nats://");
+  if (url.hosts().empty() || url.hosts().front().host.empty()) throw bad("server host missing");
+  for (const auto& hp : url.hosts())
+    c.servers.push_back("nats://" + hp.host + ":" + std::to_string(hp.port ? hp.port : 4222));
+  c.user = url.user();
+  c.password = url.password();
+  c.subject_template = url.path();
+  if (c.subject_template.empty()) throw bad("subject (the URL path) missing");
+  auto stream = url.param("stream");
+  if (!stream || stream->empty()) throw bad("parameter 'stream' (the JetStream stream) missing");
+  c.stream = *stream;
+  c.create = url.bool_param("create").value_or(false);
+  c.max_pending = url.int_param("max_pending", 1, 1'000'000).value_or(4096);
+  c.dup_window_ms = url.int_param("duplicate_window_ms", 1, std::int64_t{1} << 40).value_or(0);
+  c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(options.timeout.count())};
+  c.lease =
+      Duration{url.int_param("lease_ms", 0, std::int64_t{1} << 40).value_or(options.lease.count())};
+  c.backoff_max = Duration{url.int_param("backoff_max_ms", 0, std::int64_t{1} << 40)
+                               .value_or(options.backoff_max.count())};
+  url.reject_unknown();
+  return std::make_unique<NatsSink>(std::move(c));
+}
+
+}  // namespace outpost

@@ -1,0 +1,279 @@
+// Redis Streams sink over hiredis: see include/outpost/sinks/redis_stream.h for the contract.
+//
+// One pipelined round trip per batch (all XADDs written, then all replies read). Trimming runs
+// as one Lua script per stream every `trim_every` appended entries, so the "oldest unread entry
+// of any registered consumer" is computed and applied atomically on the server: a consumer group
+// cannot advance (or be created) between the check and the XTRIM.
+
+#include "outpost/sinks/redis_stream.h"
+
+#include <hiredis/hiredis.h>
+
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/url.h"
+#include "outpost/error.h"
+
+namespace outpost {
+namespace {
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// KEYS: stream, checkpoint registry. ARGV: maxlen, largest number of entries to inspect.
+// Removes entries only below both the maxlen cut and every registered consumer's oldest unread
+// entry (group: last-delivered-id + 1 and its oldest pending entry; registry: checkpoint + 1).
+constexpr const char* kTrimScript = R"lua(
+local stream, registry = KEYS[1], KEYS[2]
+local maxlen, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+local len = redis.call('XLEN', stream)
+if len <= maxlen then return 0 end
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  if not ms then ms, seq = string.match(id, '^(%d+)$'), '0' end
+  if not ms then return nil end
+  return tonumber(ms), tonumber(seq)
+end
+local count = len - maxlen + 1
+if count > cap then count = cap end
+local cut = redis.call('XRANGE', stream, '-', '+', 'COUNT', count)
+if #cut == 0 then return 0 end
+local t_ms, t_seq = parse(cut[#cut][1])
+local function bound(ms, seq)
+  if ms and (ms < t_ms or (ms == t_ms and seq < t_seq)) then t_ms, t_seq = ms, seq end
+end
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+  local info = {}
+  for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
+  local ms, seq = parse(info['last-delivered-id'])
+  if ms then bound(ms, seq + 1) end
+  if tonumber(info['pending']) > 0 then
+    local p = redis.call('XPENDING', stream, info['name'])
+    if p[2] then bound(parse(p[2])) end
+  end
+end
+local cps = redis.call('HGETALL', registry)
+for i = 2, #cps, 2 do
+  local ms, seq = parse(cps[i])
+  if ms then bound(ms, seq + 1) else bound(0, 0) end
+end
+return redis.call('XTRIM', stream, 'MINID', '~', string.format('%.0f-%.0f', t_ms, t_seq))
+)lua";
+
+std::string render_template(const std::string& tpl, const std::string& type) {
+  std::string out = tpl;
+  for (auto pos = out.find("{type}"); pos != std::string::npos;
+       pos = out.find("{type}", pos + type.size()))
+    out.replace(pos, 6, type);
+  return out;
+}
+
+void hold_back_failed_keys(std::span<const StoredEvent> events,
+                           std::vector<DeliveryResult>& results) {
+  std::set<std::string_view> failed;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& key = events[i].key;
+    if (key.empty()) continue;
+    if (failed.contains(key))
+      results[i] =
+          DeliveryResult::skipped("an earlier event of key '" + key + "' failed in this batch");
+    else if (!results[i].ok())
+      failed.insert(key);
+  }
+}
+
+struct RedisStreamConfig {
+  std::string host;
+  int port = 6379;
+  std::string user, password;
+  int db = 0;
+  std::string stream_template;
+  std::int64_t maxlen = 0;
+  std::int64_t trim_every = 0;
+  Duration timeout{10'000};
+  std::string where;  // redacted URL for messages
+};
+
+class RedisStreamSink final : public Sink {
+ public:
+  explicit RedisStreamSink(RedisStreamConfig config) : config_(std::move(config)) {}
+
+  std::string_view name() const override { return "redis-stream"; }
+
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    std::vector<DeliveryResult> results(events.size());
+    if (events.empty()) return results;
+    if (!ctx_) {
+      std::string why = connect();
+      if (!why.empty()) {
+        for (auto& r : results) r = DeliveryResult::failed(why);
+        return results;
+      }
+    }
+
+    std::vector<std::string> streams(events.size());
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const auto& e = events[i];
+      streams[i] = render_template(config_.stream_template, e.type);
+      const std::string id = e.id.str();
+      const std::string occurred = format_rfc3339(e.occurred_at);
+      nlohmann::json headers = nlohmann::json::object();
+      for (const auto& [k, v] : e.headers) headers[k] = v;
+      const std::string headers_json = headers.dump();
+      const char* argv[] = {"XADD",
+                            streams[i].c_str(),
+                            "*",
+                            "id",
+                            id.c_str(),
+                            "type",
+                            e.type.c_str(),
+                            "key",
+                            e.key.c_str(),
+                            "payload",
+                            e.payload.data(),
+                            "occurred_at",
+                            occurred.c_str(),
+                            "headers",
+                            headers_json.c_str()};
+      const size_t lens[] = {4,
+                             streams[i].size(),
+                             1,
+                             2,
+                             id.size(),
+                             4,
+                             e.type.size(),
+                             3,
+                             e.key.size(),
+                             7,
+                             e.payload.size(),
+                             11,
+                             occurred.size(),
+                             7,
+                             headers_json.size()};
+      redisAppendCommandArgv(ctx_.get(), 15, argv, lens);
+    }
+
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {
+        // Connection broken: the commands whose replies are missing may or may not have run.
+        std::string why = "redis-stream " + host_port() + ": " + ctx_->errstr +
+                          " (reply lost; the entry may have been added)";
+        for (std::size_t j = i; j < events.size(); ++j) results[j] = DeliveryResult::failed(why);
+        ctx_.reset();
+        break;
+      }
+      ReplyPtr reply(static_cast<redisReply*>(raw));
+      if (reply->type == REDIS_REPLY_ERROR)
+        results[i] = DeliveryResult::failed("redis-stream XADD " + streams[i] + ": " +
+                                            std::string(reply->str, reply->len));
+      else
+        results[i] = DeliveryResult::delivered();
+    }
+    hold_back_failed_keys(events, results);
+
+    if (ctx_ && config_.maxlen > 0) {
+      for (std::size_t i = 0; i < events.size(); ++i)
+        if (results[i].ok()) ++appended_[streams[i]];
+      for (auto& [stream, count] : appended_) {
+        if (count < config_.trim_every || !ctx_) continue;
+        count = 0;
+        trim(stream);  // best effort: a failure leaves the stream longer, never loses anything
+      }
+    }
+    return results;
+  }
+
+ private:
+  std::string host_port() const { return config_.host + ":" + std::to_string(config_.port); }
+
+  // Returns an error text, empty on success.
+  std::string connect() {
+    timeval tv{static_cast<time_t>(config_.timeout.count() / 1000),
+               static_cast<suseconds_t>((config_.timeout.count() % 1000) * 1000)};
+    ContextPtr ctx(redisConnectWithTimeout(config_.host.c_str(), config_.port, tv));
+    if (!ctx) return "redis-stream " + host_port() + ": out of memory";
+    if (ctx->err) return "redis-stream connect " + host_port() + ": " + ctx->errstr;
+    redisSetTimeout(ctx.get(), tv);
+    auto command = [&](std::vector<std::string> args) -> std::string {
+      std::vector<const char*> argv;
+      std::vector<size_t> lens;
+      for (auto& a : args) {
+        argv.push_back(a.c_str());
+        lens.push_back(a.size());
+      }
+      ReplyPtr r(static_cast<redisReply*>(
+          redisCommandArgv(ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+      if (!r) return std::string(ctx->errstr);
+      if (r->type == REDIS_REPLY_ERROR) return std::string(r->str, r->len);
+      return {};
+    };
+    if (!config_.password.empty()) {
+      auto err = config_.user.empty() ? command({"AUTH", config_.password})
+                                      : command({"AUTH", config_.user, config_.password});
+      if (!err.empty()) return "redis-stream AUTH " + host_port() + ": " + err;
+    }
+    if (config_.db != 0) {
+      auto err = command({"SELECT", std::to_string(config_.db)});
+      if (!err.empty()) return "redis-stream SELECT " + std::to_string(config_.db) + ": " + err;
+    }
+    ctx_ = std::move(ctx);
+    return {};
+  }
+
+  void trim(const std::string& stream) {
+    const std::string registry = stream + ":checkpoints";
+    const std::string maxlen = std::to_string(config_.maxlen);
+    const std::string cap = std::to_string(std::max<std::int64_t>(config_.trim_every * 4, 10'000));
+    const char* argv[] = {"EVAL",           kTrimScript,    "2",        stream.c_str(),
+                          registry.c_str(), maxlen.c_str(), cap.c_str()};
+    const size_t lens[] = {
+        4, std::strlen(kTrimScript), 1, stream.size(), registry.size(), maxlen.size(), cap.size()};
+    ReplyPtr r(static_cast<redisReply*>(redisCommandArgv(ctx_.get(), 7, argv, lens)));
+    if (!r) ctx_.reset();  // connection broken: reconnect on the next batch
+  }
+
+  RedisStreamConfig config_;
+  ContextPtr ctx_;
+  std::map<std::string, std::int64_t> appended_;  // entries appended per stream since last trim
+};
+
+}  // namespace
+
+std::unique_ptr<Sink> open_redis_stream_sink(std::string_view text, const SinkOptions& options) {
+  const auto url = core::Url::parse(text);
+  RedisStreamConfig c;
+  c.where = url.redacted();
+  auto bad = [&](const std::string& what) {
+    return ConfigError("redis-stream sink URL " + c.where + ": " + what, "redis-stream");
+  };
+  if (url.scheme() != "redis-stream") throw bad("scheme must be redis-stream://");
+  if (url.hosts().size() != 1 || url.hosts().front().host.empty())
+    throw bad("exactly one host:port expected");
+  c.host = url.hosts().front().host;
+  c.port = url.hosts().front().port ? url.hosts().front().port : 6379;
+  c.user = url.user();
+  c.password = url.password();
+  c.stream_template = url.path();
+  if (c.stream_template.empty()) throw bad("stream name (the URL path) missing");
+  c.db = static_cast<int>(url.int_param("db", 0, 1'000'000).value_or(0));
+  c.maxlen = url.int_param("maxlen", 0, std::int64_t{1} << 40).value_or(0);
+  c.trim_every = url.int_param("trim_every", 1, std::int64_t{1} << 40)
+                     .value_or(std::max<std::int64_t>(c.maxlen / 10, 100));
+  c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(options.timeout.count())};
+  url.reject_unknown();
+  return std::make_unique<RedisStreamSink>(std::move(c));
+}
+
+}  // namespace outpost
