@@ -1,0 +1,197 @@
+#include "stores/postgres/pg_conn.h"
+
+#include <arpa/inet.h>
+
+namespace outpost::pg {
+
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::uint64_t be64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+ConnPtr connect(const Endpoint& ep) {
+  std::vector<const char*> keys, values;
+  for (std::size_t i = 0; i < ep.keys.size(); ++i) {
+    keys.push_back(ep.keys[i].c_str());
+    values.push_back(ep.values[i].c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  ConnPtr conn(PQconnectdbParams(keys.data(), values.data(), 0));
+  if (!conn) throw ConnectionError("postgres", "cannot connect to " + ep.where + ": out of memory");
+  if (PQstatus(conn.get()) != CONNECTION_OK)
+    throw ConnectionError("postgres", "cannot connect to PostgreSQL at " + ep.where + ": " +
+                                          trim(PQerrorMessage(conn.get())));
+  return conn;
+}
+
+bool broken(PGconn* conn) {
+  return !conn || PQstatus(conn) != CONNECTION_OK;
+}
+
+void throw_error(const Endpoint& ep, PGconn* conn, const PGresult* res, std::string_view what) {
+  std::string state;
+  std::string message;
+  if (res) {
+    if (const char* s = PQresultErrorField(res, PG_DIAG_SQLSTATE)) state = s;
+    message = trim(PQresultErrorMessage(res));
+  }
+  if (message.empty() && conn) message = trim(PQerrorMessage(conn));
+  std::string text = std::string(what) + " on PostgreSQL at " + ep.where + ": " + message;
+  bool lost = broken(conn) || state.empty() || state.starts_with("08") || state == "57P01" ||
+              state == "57P02" || state == "57P03";
+  if (lost) throw ConnectionError("postgres", text, state);
+  if (state == "23505") throw Error(ErrorCode::conflict, "postgres", text, state);
+  if (state == "57014") throw TimeoutError("postgres", text);
+  if (state == "42P01" || state == "42703")
+    throw Error(ErrorCode::corrupt, "postgres", text + " (is the outbox schema current?)", state);
+  throw Error(ErrorCode::backend, "postgres", text, state);
+}
+
+Pool::Lease Pool::get() {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(this, std::move(c));
+    }
+  }
+  auto c = std::make_unique<Conn>();
+  c->pg = connect(ep_);
+  return Lease(this, std::move(c));
+}
+
+void Pool::put(std::unique_ptr<Conn> conn) {
+  // A connection left inside a transaction (an exception between BEGIN and COMMIT) is not
+  // reusable as is; dropping it rolls the transaction back on the server.
+  if (PQtransactionStatus(conn->pg.get()) != PQTRANS_IDLE) return;
+  std::lock_guard lock(mu_);
+  if (idle_.size() < max_idle_) idle_.push_back(std::move(conn));
+}
+
+const char* const* Params::values() {
+  ptrs_.clear();
+  for (const auto& d : data_) ptrs_.push_back(d.data());
+  return ptrs_.data();
+}
+
+ResultPtr exec_prepared(const Endpoint& ep, Conn& conn, const char* name, const std::string& sql,
+                        Params& params, std::string_view what) {
+  if (!conn.prepared.contains(name)) {
+    ResultPtr p(PQprepare(conn.pg.get(), name, sql.c_str(), 0, nullptr));
+    if (!p || PQresultStatus(p.get()) != PGRES_COMMAND_OK)
+      throw_error(ep, conn.pg.get(), p.get(), std::string(what) + " (prepare)");
+    conn.prepared.insert(name);
+  }
+  ResultPtr r(PQexecPrepared(conn.pg.get(), name, params.size(), params.values(), params.lengths(),
+                             params.formats(), 1));
+  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+    throw_error(ep, conn.pg.get(), r.get(), what);
+  return r;
+}
+
+ResultPtr exec_params(const Endpoint& ep, PGconn* conn, const std::string& sql, Params& params,
+                      std::string_view what) {
+  ResultPtr r(PQexecParams(conn, sql.c_str(), params.size(), nullptr, params.values(),
+                           params.lengths(), params.formats(), 1));
+  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw_error(ep, conn, r.get(), what);
+  return r;
+}
+
+ResultPtr exec_simple(const Endpoint& ep, PGconn* conn, const std::string& sql,
+                      std::string_view what) {
+  ResultPtr r(PQexec(conn, sql.c_str()));
+  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw_error(ep, conn, r.get(), what);
+  return r;
+}
+
+void put_i32(std::string& out, std::int32_t v) {
+  std::uint32_t n = htonl(static_cast<std::uint32_t>(v));
+  out.append(reinterpret_cast<const char*>(&n), 4);
+}
+
+void put_i64(std::string& out, std::int64_t v) {
+  auto u = static_cast<std::uint64_t>(v);
+  for (int shift = 56; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((u >> shift) & 0xff));
+}
+
+// 2000-01-01T00:00:00Z in Unix microseconds.
+static constexpr std::int64_t kPgEpochMicros = 946'684'800LL * 1'000'000LL;
+
+std::int64_t to_pg_micros(TimePoint t) {
+  return t.time_since_epoch().count() - kPgEpochMicros;
+}
+
+TimePoint from_pg_micros(std::int64_t v) {
+  return TimePoint(std::chrono::microseconds(v + kPgEpochMicros));
+}
+
+std::string ArrayBuilder::finish() const {
+  std::string out;
+  put_i32(out, 1);  // dimensions
+  put_i32(out, 0);  // no nulls
+  put_i32(out, static_cast<std::int32_t>(oid_));
+  put_i32(out, count_);
+  put_i32(out, 1);  // lower bound
+  out += body_;
+  return out;
+}
+
+std::int64_t get_i64(const PGresult* r, int row, int col) {
+  return static_cast<std::int64_t>(be64(PQgetvalue(r, row, col)));
+}
+
+std::int32_t get_i32(const PGresult* r, int row, int col) {
+  std::uint32_t v;
+  std::memcpy(&v, PQgetvalue(r, row, col), 4);
+  return static_cast<std::int32_t>(ntohl(v));
+}
+
+std::int16_t get_i16(const PGresult* r, int row, int col) {
+  std::uint16_t v;
+  std::memcpy(&v, PQgetvalue(r, row, col), 2);
+  return static_cast<std::int16_t>(ntohs(v));
+}
+
+std::string get_bytes(const PGresult* r, int row, int col) {
+  return std::string(PQgetvalue(r, row, col), static_cast<std::size_t>(PQgetlength(r, row, col)));
+}
+
+EventId get_uuid(const PGresult* r, int row, int col) {
+  return EventId::from_bytes(reinterpret_cast<const std::uint8_t*>(PQgetvalue(r, row, col)));
+}
+
+TimePoint get_time(const PGresult* r, int row, int col) {
+  return from_pg_micros(get_i64(r, row, col));
+}
+
+bool is_null(const PGresult* r, int row, int col) {
+  return PQgetisnull(r, row, col) != 0;
+}
+
+std::string int_array(const std::vector<std::int64_t>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(values[i]);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace outpost::pg

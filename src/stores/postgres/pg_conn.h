@@ -1,0 +1,156 @@
+#pragma once
+// libpq plumbing for the PostgreSQL store: owned handles, a connection pool, binary parameter
+// and result codecs, and the one place where libpq/SQLSTATE errors become outpost errors.
+
+#include <libpq-fe.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "outpost/error.h"
+#include "outpost/event.h"
+
+namespace outpost::pg {
+
+struct ConnDeleter {
+  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+};
+struct ResultDeleter {
+  void operator()(PGresult* r) const noexcept { PQclear(r); }
+};
+using ConnPtr = std::unique_ptr<PGconn, ConnDeleter>;
+using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
+
+// Where to connect: libpq keyword/value pairs plus a printable "host:port" (never the password).
+struct Endpoint {
+  std::vector<std::string> keys, values;
+  std::string where;  // "127.0.0.1:5432/db as user", for messages
+};
+
+// Opens a connection; throws ConnectionError naming the endpoint.
+ConnPtr connect(const Endpoint& ep);
+
+// Throws the outpost error for a failed statement (or a null result): ConnectionError when the
+// connection broke or the server is going away (class 08, 57P0x), Error(conflict) for unique
+// violations, TimeoutError for cancels, Error(backend) otherwise. `what` names the operation.
+[[noreturn]] void throw_error(const Endpoint& ep, PGconn* conn, const PGresult* res,
+                              std::string_view what);
+
+// True when the connection can no longer be used (the pool drops it).
+bool broken(PGconn* conn);
+
+// One pooled connection and the statements already prepared on it.
+struct Conn {
+  ConnPtr pg;
+  std::set<std::string, std::less<>> prepared;
+};
+
+// A small pool: idle connections are reused, new ones opened on demand (several threads may
+// call the store at once), at most `max_idle` are kept. Thread-safe.
+class Pool {
+ public:
+  Pool(Endpoint ep, std::size_t max_idle) : ep_(std::move(ep)), max_idle_(max_idle) {}
+
+  class Lease {
+   public:
+    Lease(Pool* pool, std::unique_ptr<Conn> conn) : pool_(pool), conn_(std::move(conn)) {}
+    Lease(Lease&&) = default;
+    ~Lease() {
+      if (conn_ && !broken(conn_->pg.get())) pool_->put(std::move(conn_));
+    }
+    Conn& operator*() { return *conn_; }
+    Conn* operator->() { return conn_.get(); }
+    PGconn* pg() { return conn_->pg.get(); }
+
+   private:
+    Pool* pool_;
+    std::unique_ptr<Conn> conn_;
+  };
+
+  Lease get();
+  const Endpoint& endpoint() const { return ep_; }
+
+ private:
+  void put(std::unique_ptr<Conn> conn);
+  Endpoint ep_;
+  std::size_t max_idle_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
+};
+
+// Parameters of one statement; text or binary per parameter.
+class Params {
+ public:
+  void text(std::string v) { add(std::move(v), 0); }
+  void binary(std::string v) { add(std::move(v), 1); }
+  int size() const { return static_cast<int>(data_.size()); }
+  const char* const* values();
+  const int* lengths() const { return lengths_.data(); }
+  const int* formats() const { return formats_.data(); }
+
+ private:
+  void add(std::string v, int format) {
+    lengths_.push_back(static_cast<int>(v.size()));
+    formats_.push_back(format);
+    data_.push_back(std::move(v));
+  }
+  std::vector<std::string> data_;
+  std::vector<const char*> ptrs_;
+  std::vector<int> lengths_, formats_;
+};
+
+// Runs a named prepared statement (preparing it on this connection first if needed) and returns
+// a successful result in binary format; throws on failure.
+ResultPtr exec_prepared(const Endpoint& ep, Conn& conn, const char* name, const std::string& sql,
+                        Params& params, std::string_view what);
+// Unnamed statement (for the caller's own connection, where we cannot keep prepared state).
+ResultPtr exec_params(const Endpoint& ep, PGconn* conn, const std::string& sql, Params& params,
+                      std::string_view what);
+// Plain text command without parameters (DDL, BEGIN/COMMIT, LISTEN).
+ResultPtr exec_simple(const Endpoint& ep, PGconn* conn, const std::string& sql,
+                      std::string_view what);
+
+// --- binary codecs (PostgreSQL wire formats, network byte order) ---
+void put_i32(std::string& out, std::int32_t v);
+void put_i64(std::string& out, std::int64_t v);
+std::int64_t to_pg_micros(TimePoint t);  // microseconds since 2000-01-01 UTC
+TimePoint from_pg_micros(std::int64_t v);
+
+// One-dimensional binary array with element type `oid`, built element by element.
+class ArrayBuilder {
+ public:
+  explicit ArrayBuilder(unsigned oid) : oid_(oid) {}
+  void add(std::string_view bytes) {
+    put_i32(body_, static_cast<std::int32_t>(bytes.size()));
+    body_.append(bytes);
+    ++count_;
+  }
+  std::string finish() const;
+
+ private:
+  unsigned oid_;
+  std::int32_t count_ = 0;
+  std::string body_;
+};
+
+inline constexpr unsigned kTextOid = 25, kByteaOid = 17, kUuidOid = 2950, kTimestamptzOid = 1184,
+                          kJsonbOid = 3802;
+
+std::int64_t get_i64(const PGresult* r, int row, int col);
+std::int32_t get_i32(const PGresult* r, int row, int col);
+std::int16_t get_i16(const PGresult* r, int row, int col);
+std::string get_bytes(const PGresult* r, int row, int col);
+EventId get_uuid(const PGresult* r, int row, int col);
+TimePoint get_time(const PGresult* r, int row, int col);
+bool is_null(const PGresult* r, int row, int col);
+
+// "{1,2,3}" for a text-format bigint[] parameter.
+std::string int_array(const std::vector<std::int64_t>& values);
+
+}  // namespace outpost::pg

@@ -1,0 +1,153 @@
+#include "stores/postgres/schema.h"
+
+#include <cstdint>
+#include <cstdio>
+
+namespace outpost::pg {
+
+namespace {
+
+std::string quote(const std::string& id) {
+  return "\"" + id + "\"";
+}
+
+}  // namespace
+
+Names::Names(std::string s, std::string t) : schema(std::move(s)), table(std::move(t)) {
+  q_schema = quote(schema);
+  outbox = q_schema + "." + quote(table);
+  dead = q_schema + "." + quote(table + "_dead");
+  archive = q_schema + "." + quote(table + "_archive");
+  versions = q_schema + "." + quote("outpost_schema_version");
+  maintain = q_schema + "." + quote(table + "_archive_maintain");
+  // Channel names are identifiers (max 63 bytes): a readable prefix plus a hash of the full
+  // qualified name, so two outboxes in different schemas never share a channel.
+  std::uint32_t h = 2166136261u;
+  for (char c : schema + "." + table) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", h);
+  channel = "outpost_" + table.substr(0, 40) + "_" + hex;
+}
+
+std::string migration_v1(const Names& n) {
+  const std::string& t = n.table;
+  // The archive maintenance function takes the names as literals: they are validated
+  // identifiers, so they cannot contain quotes.
+  return R"(
+CREATE TABLE IF NOT EXISTS )" +
+         n.outbox + R"( (
+  seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  id           uuid        NOT NULL UNIQUE,
+  type         text        NOT NULL,
+  key          text        NOT NULL DEFAULT '',
+  payload      bytea       NOT NULL,
+  occurred_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+  headers      jsonb       NOT NULL DEFAULT '{}',
+  attempts     integer     NOT NULL DEFAULT 0,
+  state        smallint    NOT NULL DEFAULT 0,
+  due_at       timestamptz NOT NULL DEFAULT now(),
+  lease_owner  text,
+  lease_until  timestamptz,
+  last_error   text
+);
+COMMENT ON COLUMN )" +
+         n.outbox +
+         R"(.state IS 'outpost: 0 ready, 1 leased (lease_owner, lease_until), 2 waiting to retry (due_at)';
+CREATE INDEX IF NOT EXISTS ")" +
+         t + R"(_key_seq" ON )" + n.outbox + R"( (key, seq);
+CREATE INDEX IF NOT EXISTS ")" +
+         t + R"(_busy" ON )" + n.outbox + R"( (seq) WHERE state <> 0;
+CREATE TABLE IF NOT EXISTS )" +
+         n.dead + R"( (
+  seq          bigint      PRIMARY KEY,
+  id           uuid        NOT NULL UNIQUE,
+  type         text        NOT NULL,
+  key          text        NOT NULL,
+  payload      bytea       NOT NULL,
+  occurred_at  timestamptz NOT NULL,
+  headers      jsonb       NOT NULL,
+  attempts     integer     NOT NULL,
+  last_error   text        NOT NULL,
+  dead_at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE IF NOT EXISTS )" +
+         n.archive + R"( (
+  seq          bigint      NOT NULL,
+  id           uuid        NOT NULL,
+  type         text        NOT NULL,
+  key          text        NOT NULL,
+  payload      bytea       NOT NULL,
+  occurred_at  timestamptz NOT NULL,
+  headers      jsonb       NOT NULL,
+  attempts     integer     NOT NULL,
+  archived_at  timestamptz NOT NULL
+) PARTITION BY RANGE (archived_at);
+CREATE OR REPLACE FUNCTION )" +
+         n.q_schema + ".\"" + t + R"(_notify"() RETURNS trigger
+LANGUAGE plpgsql AS $f$
+BEGIN
+  -- One tiny notification per statement; PostgreSQL folds repeats within a transaction.
+  PERFORM pg_notify(')" +
+         n.channel + R"(', '');
+  RETURN NULL;
+END $f$;
+CREATE OR REPLACE TRIGGER ")" +
+         t + R"(_notify" AFTER INSERT ON )" + n.outbox + R"(
+  FOR EACH STATEMENT EXECUTE FUNCTION )" +
+         n.q_schema + ".\"" + t + R"(_notify"();
+CREATE OR REPLACE FUNCTION )" +
+         n.maintain + R"((retention interval, width text)
+RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE
+  unit text := CASE WHEN width = 'hour' THEN 'hour' ELSE 'day' END;
+  step interval := CASE WHEN width = 'hour' THEN interval '1 hour' ELSE interval '1 day' END;
+  fmt text := CASE WHEN width = 'hour' THEN 'YYYYMMDDHH24' ELSE 'YYYYMMDD' END;
+  -- clock_timestamp(), not now(): now() is the start of the calling transaction.
+  base timestamptz := date_trunc(unit, clock_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC';
+  cutoff timestamptz := clock_timestamp() - retention;
+  p record;
+  sfx text;
+  upper_bound timestamptz;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext(')" +
+         n.schema + "." + t + R"(_archive'));
+  FOR i IN 0..1 LOOP
+    BEGIN
+      EXECUTE format('CREATE TABLE IF NOT EXISTS %I.%I PARTITION OF %I.%I FOR VALUES FROM (%L) TO (%L)',
+        ')" +
+         n.schema + R"(', ')" + t +
+         R"(_archive_p' || to_char((base + i * step) AT TIME ZONE 'UTC', fmt),
+        ')" +
+         n.schema + R"(', ')" + t + R"(_archive', base + i * step, base + (i + 1) * step);
+    EXCEPTION WHEN invalid_object_definition THEN
+      NULL;  -- overlaps a partition of the other width (the width was changed): it covers us
+    END;
+  END LOOP;
+  IF retention > interval '0' THEN
+    FOR p IN SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = to_regclass(')" +
+         n.archive + R"(') LOOP
+      sfx := substring(p.relname FROM length(')" +
+         t + R"(_archive_p') + 1);
+      IF sfx ~ '^[0-9]{10}$' THEN
+        upper_bound := (to_timestamp(sfx, 'YYYYMMDDHH24')::timestamp AT TIME ZONE 'UTC') + interval '1 hour';
+      ELSIF sfx ~ '^[0-9]{8}$' THEN
+        upper_bound := (to_timestamp(sfx, 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC') + interval '1 day';
+      ELSE
+        CONTINUE;
+      END IF;
+      IF upper_bound <= cutoff THEN
+        EXECUTE format('DROP TABLE %I.%I', ')" +
+         n.schema + R"(', p.relname);
+      END IF;
+    END LOOP;
+    -- Rows older than the cutoff in the one partition that straddles it.
+    EXECUTE format('DELETE FROM %I.%I WHERE archived_at < $1', ')" +
+         n.schema + R"(', ')" + t +
+         R"(_archive') USING cutoff;
+  END IF;
+END $f$;
+)";
+}
+
+}  // namespace outpost::pg

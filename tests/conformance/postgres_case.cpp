@@ -1,0 +1,78 @@
+// Registers the PostgreSQL store with the store conformance suite: a fresh table per make() in
+// the database of OUTPOST_TEST_PG_URL, dropped again by cleanup; transactional appends go through
+// a raw libpq connection inside BEGIN ... COMMIT/ROLLBACK.
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <stdexcept>
+
+#include "outpost/stores/postgres.h"
+#include "store_cases.h"
+
+namespace {
+
+using outpost::testing::env;
+
+struct PgConnDeleter {
+  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+};
+using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
+
+// libpq takes URLs itself; strip our own query parameters first.
+std::string base_url(const std::string& url) {
+  return url.substr(0, url.find('?'));
+}
+
+PgConn raw_connect(const std::string& url) {
+  PgConn c(PQconnectdb(base_url(url).c_str()));
+  if (PQstatus(c.get()) != CONNECTION_OK)
+    throw std::runtime_error(std::string("connect: ") + PQerrorMessage(c.get()));
+  return c;
+}
+
+void exec(PGconn* c, const std::string& sql) {
+  PGresult* r = PQexec(c, sql.c_str());
+  auto st = PQresultStatus(r);
+  std::string err = PQresultErrorMessage(r);
+  PQclear(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+    throw std::runtime_error("'" + sql + "': " + err);
+}
+
+const bool registered = outpost::testing::register_store_case({
+    .name = "postgres",
+    .unavailable_reason =
+        [] { return env("OUTPOST_TEST_PG_URL") ? std::string() : "OUTPOST_TEST_PG_URL not set"; },
+    .make =
+        [](const outpost::StoreOptions& options) {
+          std::string base = *env("OUTPOST_TEST_PG_URL");
+          std::string table = outpost::testing::unique_name("conf_");
+          std::string url =
+              base + (base.find('?') == std::string::npos ? "?" : "&") + "table=" + table;
+          outpost::testing::StoreFixture f;
+          f.store = outpost::open_postgres_store(url, options);
+          f.url = url;
+          f.open_again = [url, options] {
+            return std::shared_ptr<outpost::Store>(outpost::open_postgres_store(url, options));
+          };
+          auto store = f.store;
+          f.append_in_tx = [store, base](std::span<const outpost::Event> events, bool commit) {
+            auto conn = raw_connect(base);
+            exec(conn.get(), "BEGIN");
+            store->append(events, outpost::TxHandle::postgres(conn.get()));
+            exec(conn.get(), commit ? "COMMIT" : "ROLLBACK");
+          };
+          f.cleanup = [base, table] {
+            auto conn = raw_connect(base);
+            exec(conn.get(), "DROP TABLE IF EXISTS \"" + table + "\", \"" + table + "_dead\", \"" +
+                                 table + "_archive\" CASCADE");
+            exec(conn.get(), "DROP FUNCTION IF EXISTS \"" + table + "_notify\"(), \"" + table +
+                                 "_archive_maintain\"(interval, text)");
+            exec(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+          };
+          return f;
+        },
+});
+
+}  // namespace
