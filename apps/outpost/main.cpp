@@ -1,0 +1,75 @@
+// outpost: the command line and daemon. One file per subcommand (emit.cpp, relay.cpp,
+// events.cpp, bench.cpp); this file wires them up and maps errors to exit codes:
+// 0 ok, 2 usage/config error (the message names the flag or URL part), 1 runtime failure.
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <map>
+
+#include "cli.h"
+#include "outpost/error.h"
+#include "outpost/factory.h"
+
+#ifndef OUTPOST_VERSION
+#define OUTPOST_VERSION "unknown"
+#endif
+
+namespace outpost::cli {
+
+std::string supported_schemes_text() {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out;
+  };
+  return "Store URL schemes in this build: " + join(store_schemes()) +
+         "\nSink URL schemes in this build: " + join(sink_schemes());
+}
+
+}  // namespace outpost::cli
+
+int main(int argc, char** argv) {
+  using namespace outpost::cli;
+  CLI::App app{"outpost: transactional outbox and relay (emit, relay, inspect, benchmark)"};
+  app.name("outpost");
+  app.set_version_flag("--version", std::string("outpost ") + OUTPOST_VERSION);
+  app.require_subcommand(1, 1);
+  app.footer(supported_schemes_text() +
+             "\nExit codes: 0 ok, 2 usage or configuration error, 1 runtime failure.");
+
+  std::map<CLI::App*, Runner> runners;
+  auto add = [&](Runner (*fn)(CLI::App&), const char* name) {
+    Runner r = fn(app);
+    runners[app.get_subcommand(name)] = std::move(r);
+  };
+  add(add_emit_command, "emit");
+  add(add_relay_command, "relay");
+  add(add_events_command, "events");
+  add(add_bench_command, "bench");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version are "errors" with exit code 0; everything else is a usage error.
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+
+  try {
+    for (auto& [sub, run] : runners)
+      if (sub->parsed()) return run();
+    std::cerr << "outpost: no subcommand\n";
+    return kExitUsage;
+  } catch (const outpost::ConfigError& e) {
+    std::cerr << "outpost: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const outpost::Error& e) {
+    std::cerr << "outpost: error (" << e.backend() << ", " << outpost::to_string(e.code())
+              << "): " << e.what() << "\n";
+    return kExitRuntime;
+  } catch (const std::exception& e) {
+    std::cerr << "outpost: error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+}

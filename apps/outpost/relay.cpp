@@ -1,0 +1,148 @@
+// outpost relay: claim events from a store and deliver them to a sink.
+//   outpost relay --store URL --sink URL [--batch N] [--lease-ms N] [--max-attempts N]
+//     [--backoff-base-ms N] [--backoff-max-ms N] [--concurrency N] [--unordered]
+//     [--until-empty] [--metrics ADDR]
+// Runs until SIGTERM/SIGINT (then finishes the batch in flight) or, with --until-empty, until
+// nothing is pending or leased. Prints a one-line summary on stderr at the end.
+
+#include <atomic>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "cli.h"
+#include "metrics.h"
+#include "outpost/error.h"
+#include "outpost/factory.h"
+#include "outpost/relay.h"
+
+namespace outpost::cli {
+namespace {
+
+struct RelayArgs {
+  std::string store;
+  std::string sink;
+  std::size_t batch = 100;
+  std::int64_t lease_ms = 30'000;
+  int max_attempts = 5;
+  std::int64_t backoff_base_ms = 100;
+  std::int64_t backoff_max_ms = 60'000;
+  std::size_t concurrency = 1;
+  bool unordered = false;
+  bool until_empty = false;
+  std::string metrics;
+  bool quiet = false;
+};
+
+// Failed deliveries can come by the thousand (a sink down): print the first ones, then one in
+// every 1000, so the log stays readable and the relay is not slowed by its own stderr.
+class ErrorLog {
+ public:
+  explicit ErrorLog(bool quiet) : quiet_(quiet) {}
+  void operator()(const std::string& message) {
+    auto n = count_.fetch_add(1) + 1;
+    if (quiet_) return;
+    if (n <= 20 || n % 1000 == 0) {
+      std::lock_guard lock(mu_);
+      std::cerr << "outpost relay: " << message;
+      if (n > 20) std::cerr << " (" << n << " errors so far)";
+      std::cerr << "\n";
+    }
+  }
+
+ private:
+  bool quiet_;
+  std::atomic<std::uint64_t> count_{0};
+  std::mutex mu_;
+};
+
+int run_relay(const RelayArgs& a) {
+  if (a.backoff_max_ms < a.backoff_base_ms)
+    throw ConfigError("--backoff-max-ms (" + std::to_string(a.backoff_max_ms) +
+                      ") must be >= --backoff-base-ms (" + std::to_string(a.backoff_base_ms) + ")");
+  // Before any thread exists, so that every thread inherits the blocked mask and only the
+  // watcher takes SIGINT/SIGTERM.
+  block_stop_signals();
+
+  auto store = open_store(a.store);
+  SinkOptions sink_options;
+  sink_options.concurrency = a.concurrency;
+  sink_options.lease = Duration(a.lease_ms);
+  sink_options.backoff_max = Duration(a.backoff_max_ms);
+  auto sink = open_sink(a.sink, sink_options);
+
+  RelayOptions options;
+  options.batch_size = a.batch;
+  options.lease = Duration(a.lease_ms);
+  options.max_attempts = a.max_attempts;
+  options.backoff_base = Duration(a.backoff_base_ms);
+  options.backoff_max = Duration(a.backoff_max_ms);
+  options.order = a.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
+  options.until_empty = a.until_empty;
+  auto errors = std::make_shared<ErrorLog>(a.quiet);
+  options.on_error = [errors](const std::string& m) { (*errors)(m); };
+
+  Relay relay(*store, *sink, options);
+  std::optional<MetricsServer> metrics;
+  if (!a.metrics.empty()) {
+    metrics.emplace(a.metrics, relay, *store);
+    std::cerr << "outpost relay: metrics on http://" << a.metrics.substr(0, a.metrics.rfind(':'))
+              << ":" << metrics->port() << "/metrics" << std::endl;
+  }
+  StopSignalWatcher watcher([&relay](int) { relay.stop(); });
+  relay.run();
+  metrics.reset();
+
+  auto c = relay.counters();
+  std::cerr << "outpost relay: delivered " << c.delivered << ", failed " << c.failed << ", dead "
+            << c.dead << " (batches " << c.batches << ", released " << c.released << ", lease lost "
+            << c.lease_lost << ", store errors " << c.store_errors << ")"
+            << (watcher.received() ? " after signal" : "") << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner add_relay_command(CLI::App& root) {
+  auto a = std::make_shared<RelayArgs>();
+  CLI::App* sub = root.add_subcommand(
+      "relay",
+      "Deliver events from a store to a sink, at least once and in order per key.\n"
+      "Runs until SIGTERM/SIGINT (then drains the batch in flight) or, with --until-empty,\n"
+      "until nothing is pending or leased.");
+  sub->add_option("--store", a->store, "Store URL")->required()->envname("OUTPOST_STORE");
+  sub->add_option("--sink", a->sink, "Sink URL (file:PATH, http(s)://..., kafka://..., ...)")
+      ->required()
+      ->envname("OUTPOST_SINK");
+  sub->add_option("--batch", a->batch, "Events per claim")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub->add_option("--lease-ms", a->lease_ms, "Lease per claim in ms (renewed every lease/3)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{10}, std::int64_t{86'400'000}));
+  sub->add_option("--max-attempts", a->max_attempts,
+                  "Attempts before dead-lettering, the first included")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  sub->add_option("--backoff-base-ms", a->backoff_base_ms, "First retry delay cap in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+  sub->add_option("--backoff-max-ms", a->backoff_max_ms, "Largest retry delay in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+  sub->add_option("--concurrency", a->concurrency,
+                  "Parallel deliveries in the sink (per-key order kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub->add_flag("--unordered", a->unordered, "No per-key order (higher throughput)");
+  sub->add_flag("--until-empty", a->until_empty, "Exit when nothing is pending or leased");
+  sub->add_option("--metrics", a->metrics,
+                  "Serve /metrics (Prometheus) and /healthz on HOST:PORT, e.g. 127.0.0.1:9100");
+  sub->add_flag("--quiet", a->quiet, "Do not print delivery errors");
+  sub->footer(supported_schemes_text());
+  return [a] { return run_relay(*a); };
+}
+
+}  // namespace outpost::cli

@@ -1,0 +1,55 @@
+#pragma once
+// `outpost bench` (DESIGN §6/§7): end-to-end throughput, emit-to-delivery latency at a steady
+// rate, peak RSS, RSS against backlog size, and the raw engine's baseline measured in the same
+// run so that the ratio holds on a noisy shared machine.
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+
+namespace outpost::bench {
+
+struct BenchOptions {
+  std::string store_url;         // required
+  std::string sink_url;          // empty: an in-process no-op handler
+  std::size_t events = 200'000;  // events in the throughput phase
+  std::size_t producers = 1;     // emitting threads (emit_many of emit_batch events each)
+  std::size_t emit_batch = 100;  // events per emit_many (one transaction)
+  std::size_t relays = 1;        // relays, each with its own Store object (and sink)
+  std::size_t batch = 100;       // relay claim batch
+  std::size_t concurrency = 1;   // sink concurrency
+  std::size_t payload_bytes = 200;
+  std::size_t keys = 1000;  // distinct event keys, round robin (0: empty key)
+  bool unordered = false;
+  double rate = 1000;          // events/s in the latency phase
+  double latency_seconds = 3;  // length of the latency phase (0: skip it)
+  bool baseline = true;        // run the raw-engine baseline(s)
+  bool backlog_check = true;   // measure RSS while draining a small and a large backlog
+};
+
+struct BenchResult {
+  std::size_t events = 0;
+  double seconds = 0;
+  double events_per_s = 0;
+  double emit_events_per_s = 0;               // producers alone, while the relay ran
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;  // latency phase
+  std::size_t latency_samples = 0;
+  double peak_rss_mb = 0;
+  double rss_backlog_small_mb = 0, rss_backlog_large_mb = 0;  // peak VmRSS while draining
+  std::size_t backlog_small = 0, backlog_large = 0;
+  double baseline_events_per_s = 0;  // 0: no baseline for this store
+  std::string baseline_what;
+  double ratio = 0;
+  double sink_baseline_events_per_s = 0;  // broker sinks: a plain producer loop
+  std::string sink_baseline_what;
+  double sink_ratio = 0;
+
+  // One JSON object; the DESIGN §6 fields first, extra fields after.
+  std::string to_json(const BenchOptions& options) const;
+};
+
+// Runs all phases, printing progress and a readable table to `out`. Throws outpost::Error
+// (ConfigError for bad options, e.g. a store that is not empty).
+BenchResult run_bench(const BenchOptions& options, std::ostream& out);
+
+}  // namespace outpost::bench
