@@ -43,7 +43,7 @@ struct HandlerSinkOptions {
   bool ignore_unknown_types = false;  // false: an event with no handler fails (-> dead letter)
   // Called after a handler returned for an event (not for dropped or unknown events). May run on
   // any handler thread, concurrently. Must not throw.
-  std::function<void(const StoredEvent&)> on_handled;
+  std::function<void(const StoredEvent&)> on_handled = nullptr;
 };
 
 class HandlerSink final : public Sink {

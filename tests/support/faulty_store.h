@@ -1,0 +1,94 @@
+#pragma once
+// A Store decorator that injects faults and counts calls, for relay tests (model: leveldb's
+// ErrorEnv). Header-only. Every knob is atomic, so a test may flip it while a relay runs.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "outpost/error.h"
+#include "outpost/store.h"
+
+namespace outpost::testing {
+
+class FaultyStore final : public Store {
+ public:
+  explicit FaultyStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+  // Fault knobs. fail_*: the next N calls throw ConnectionError (-1: every call).
+  std::atomic<int> fail_claims{0};
+  std::atomic<int> fail_acks{0};
+  std::atomic<bool> renew_lost{false};    // renew returns false (another relay took the events)
+  std::atomic<bool> renew_frozen{false};  // renew returns true but does nothing (a hung process)
+
+  // Call counters.
+  std::atomic<int> claim_calls{0}, ack_calls{0}, nack_calls{0}, release_calls{0}, renew_calls{0};
+
+  // Every Nack passed to nack(), in call order.
+  std::vector<Nack> nacks() {
+    std::lock_guard lock(mu_);
+    return nacks_;
+  }
+
+  Store& inner() { return *inner_; }
+
+  std::string_view backend() const override { return inner_->backend(); }
+  void append(std::span<const Event> events, TxHandle tx = {}) override {
+    inner_->append(events, tx);
+  }
+
+  ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    ++claim_calls;
+    if (take(fail_claims)) throw ConnectionError("faulty", "injected claim failure");
+    return inner_->claim(max, lease, order);
+  }
+  std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    ++ack_calls;
+    if (take(fail_acks)) throw ConnectionError("faulty", "injected ack failure");
+    return inner_->ack(batch, ids);
+  }
+  std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
+    ++nack_calls;
+    {
+      std::lock_guard lock(mu_);
+      nacks_.insert(nacks_.end(), nacks.begin(), nacks.end());
+    }
+    return inner_->nack(batch, nacks);
+  }
+  std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    ++release_calls;
+    return inner_->release(batch, ids);
+  }
+  bool renew(const ClaimedBatch& batch, Duration lease) override {
+    ++renew_calls;
+    if (renew_lost) return false;
+    if (renew_frozen) return true;
+    return inner_->renew(batch, lease);
+  }
+  StoreStats stats() override { return inner_->stats(); }
+  std::vector<StoredEvent> list(std::size_t limit) override { return inner_->list(limit); }
+  std::vector<DeadEvent> dead(std::size_t limit) override { return inner_->dead(limit); }
+  std::size_t retry(std::span<const EventId> ids) override { return inner_->retry(ids); }
+  std::size_t retry_all() override { return inner_->retry_all(); }
+  std::size_t discard(std::span<const EventId> ids) override { return inner_->discard(ids); }
+  std::size_t discard_all() override { return inner_->discard_all(); }
+  void wait_for_work(Duration max) override { inner_->wait_for_work(max); }
+  void interrupt() override { inner_->interrupt(); }
+
+ private:
+  static bool take(std::atomic<int>& budget) {
+    int v = budget.load();
+    while (v != 0) {
+      if (v < 0) return true;
+      if (budget.compare_exchange_weak(v, v - 1)) return true;
+    }
+    return false;
+  }
+
+  std::shared_ptr<Store> inner_;
+  std::mutex mu_;
+  std::vector<Nack> nacks_;  // guarded by mu_
+};
+
+}  // namespace outpost::testing

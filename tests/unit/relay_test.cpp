@@ -1,0 +1,501 @@
+// Relay behaviour against every store compiled into this executable: delivery and acks, retries
+// with backoff, dead letters, released (skipped) events, lease renewal and loss, expired lease
+// recovery by another relay, store errors, graceful stop and wake-up on emit.
+//
+// Timing: leases are tens of milliseconds; waits poll with deadlines (eventually()) and the
+// relay runs are bounded by run_bounded(), so a slow machine makes a test slower, not flaky.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "faulty_store.h"
+#include "outpost/relay.h"
+#include "outpost/sinks/handlers.h"
+#include "outpost/stores/memory.h"
+#include "store_param.h"
+
+namespace outpost::unit {
+namespace {
+
+using testing::FaultyStore;
+
+class RelayTest : public StoreParamTest {};
+
+// Runs relay.run() on a thread; stops it if it has not returned within `timeout`.
+bool run_bounded(Relay& relay, Duration timeout = 10s) {
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    relay.run();
+    done = true;
+  });
+  bool ok = eventually([&] { return done.load(); }, timeout);
+  if (!ok) relay.stop();
+  t.join();
+  return ok;
+}
+
+RelayOptions until_empty_options() {
+  RelayOptions o;
+  o.until_empty = true;
+  o.poll_interval = 50ms;
+  return o;
+}
+
+// A sink that always throws, or returns a wrong number of results.
+class BrokenSink : public Sink {
+ public:
+  explicit BrokenSink(bool wrong_count) : wrong_count_(wrong_count) {}
+  std::string_view name() const override { return "broken"; }
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent>) override {
+    if (wrong_count_) return {};
+    throw std::runtime_error("sink down");
+  }
+
+ private:
+  bool wrong_count_;
+};
+
+TEST_P(RelayTest, CommittedEventsAreDeliveredInOrderAndAcked) {
+  auto store = make_store();
+  auto events = make_events(250, "t");
+  store->append(events);
+  std::vector<EventId> seen;
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent& e) { seen.push_back(e.id); });
+  RelayOptions o = until_empty_options();
+  o.batch_size = 100;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  ASSERT_EQ(seen.size(), events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) EXPECT_EQ(seen[i], events[i].id) << i;
+  auto c = relay.counters();
+  EXPECT_EQ(c.delivered, 250u);
+  EXPECT_EQ(c.claimed, 250u);
+  EXPECT_EQ(c.batches, 3u);
+  EXPECT_EQ(c.failed, 0u);
+  auto s = store->stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+TEST_P(RelayTest, FailingTwiceThenSucceedingIsDeliveredOnAttemptThreeAfterBackoff) {
+  auto faulty = std::make_shared<FaultyStore>(make_store());
+  faulty->append(make_events(1, "t"));
+  std::vector<SteadyClock::time_point> calls;
+  std::vector<int> attempts;
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent& e) {
+    calls.push_back(SteadyClock::now());
+    attempts.push_back(e.attempts);
+    if (calls.size() < 3) throw std::runtime_error("flaky " + std::to_string(calls.size()));
+  });
+  RelayOptions o = until_empty_options();
+  o.backoff_base = 40ms;
+  o.backoff_max = 1000ms;
+  o.max_attempts = 5;
+  Relay relay(*faulty, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+
+  ASSERT_EQ(attempts, (std::vector<int>{1, 2, 3}));
+  auto nacks = faulty->nacks();
+  ASSERT_EQ(nacks.size(), 2u);
+  EXPECT_EQ(nacks[0].error, "flaky 1");
+  EXPECT_EQ(nacks[1].error, "flaky 2");
+  ASSERT_TRUE(nacks[0].retry_in && nacks[1].retry_in);
+  // Full jitter: each delay is within its cap, and the caps double.
+  EXPECT_LE(*nacks[0].retry_in, backoff_cap(1, o.backoff_base, o.backoff_max));
+  EXPECT_LE(*nacks[1].retry_in, backoff_cap(2, o.backoff_base, o.backoff_max));
+  EXPECT_EQ(backoff_cap(2, o.backoff_base, o.backoff_max), 80ms);
+  // The retry is not delivered before it is due (2 ms for clock granularity).
+  for (int i = 0; i < 2; ++i)
+    EXPECT_GE(calls[i + 1] - calls[i], *nacks[i].retry_in - 2ms) << "gap " << i;
+  EXPECT_EQ(relay.counters().failed, 2u);
+  EXPECT_EQ(relay.counters().delivered, 1u);
+  EXPECT_EQ(faulty->stats().dead, 0);
+}
+
+TEST_P(RelayTest, DeadAfterMaxAttemptsWithTheExceptionText) {
+  auto store = make_store();
+  auto events = make_events(1, "t");
+  store->append(events);
+  int calls = 0;
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent&) {
+    ++calls;
+    throw std::runtime_error("boom 42");
+  });
+  RelayOptions o = until_empty_options();
+  o.max_attempts = 3;
+  o.backoff_base = 1ms;
+  o.backoff_max = 2ms;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  EXPECT_EQ(calls, 3);
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, events[0].id);
+  EXPECT_EQ(dead[0].last_error, "boom 42");
+  EXPECT_EQ(dead[0].attempts, 3);
+  auto c = relay.counters();
+  EXPECT_EQ(c.failed, 3u);
+  EXPECT_EQ(c.dead, 1u);
+  EXPECT_EQ(store->stats().pending, 0);
+}
+
+TEST_P(RelayTest, UnknownTypeIsDeadLetteredWithAnErrorNamingTheType) {
+  auto store = make_store();
+  store->append(make_events(1, "no.such.type"));
+  HandlerSink sink;
+  sink.on("other", [](const StoredEvent&) {});
+  RelayOptions o = until_empty_options();
+  o.max_attempts = 2;
+  o.backoff_base = 1ms;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_NE(dead[0].last_error.find("'no.such.type'"), std::string::npos) << dead[0].last_error;
+  EXPECT_EQ(dead[0].attempts, 2);
+}
+
+TEST_P(RelayTest, IgnoreUnknownTypesAcksThem) {
+  auto store = make_store();
+  store->append(make_events(3, "no.such.type"));
+  HandlerSink sink({.ignore_unknown_types = true});
+  Relay relay(*store, sink, until_empty_options());
+  ASSERT_TRUE(run_bounded(relay));
+  EXPECT_EQ(relay.counters().delivered, 3u);
+  auto s = store->stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+TEST_P(RelayTest, NonStandardExceptionFailsTheEvent) {
+  auto store = make_store();
+  store->append(make_events(1, "t"));
+  HandlerSink sink;
+  sink.on("t", [](const StoredEvent&) { throw 42; });
+  RelayOptions o = until_empty_options();
+  o.max_attempts = 1;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_NE(dead[0].last_error.find("non-standard exception"), std::string::npos);
+}
+
+TEST_P(RelayTest, SinkThrowingFailsEveryEventOfTheBatch) {
+  auto store = make_store();
+  store->append(make_events(3, "t"));
+  BrokenSink sink(false);
+  RelayOptions o = until_empty_options();
+  o.max_attempts = 1;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 3u);
+  for (const auto& d : dead) EXPECT_EQ(d.last_error, "sink down");
+}
+
+TEST_P(RelayTest, SinkReturningTheWrongNumberOfResultsFailsTheBatch) {
+  auto store = make_store();
+  store->append(make_events(2, "t"));
+  BrokenSink sink(true);
+  RelayOptions o = until_empty_options();
+  o.max_attempts = 1;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 2u);
+  EXPECT_NE(dead[0].last_error.find("returned 0 results for 2 events"), std::string::npos)
+      << dead[0].last_error;
+}
+
+TEST_P(RelayTest, EventsHeldBehindAFailureAreReleasedWithoutCountingAnAttempt) {
+  auto store = make_store();
+  auto events = make_events(3, "t", "k");
+  store->append(events);
+  std::vector<std::pair<EventId, int>> calls;
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent& e) {
+    calls.emplace_back(e.id, e.attempts);
+    if (e.id == events[0].id && e.attempts == 1) throw std::runtime_error("first try fails");
+  });
+  RelayOptions o = until_empty_options();
+  o.backoff_base = 10ms;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  std::vector<std::pair<EventId, int>> want = {
+      {events[0].id, 1}, {events[0].id, 2}, {events[1].id, 1}, {events[2].id, 1}};
+  EXPECT_EQ(calls, want);
+  EXPECT_EQ(relay.counters().released, 2u);
+  EXPECT_EQ(relay.counters().delivered, 3u);
+}
+
+TEST_P(RelayTest, EventWhoseLeaseExpiredMaxAttemptsTimesIsDeadWithoutDelivery) {
+  auto store = make_store();
+  store->append(make_events(1, "t"));
+  // Two relays "died" while delivering it: claimed, never settled, leases ran out.
+  for (int i = 0; i < 2; ++i) {
+    ClaimedBatch b;
+    ASSERT_TRUE(eventually([&] {
+      b = store->claim(10, 30ms, ClaimOrder::ordered);
+      return !b.empty();
+    }));
+    EXPECT_EQ(b.events[0].attempts, i + 1);
+  }
+  int calls = 0;
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent&) { ++calls; });
+  RelayOptions o = until_empty_options();
+  o.max_attempts = 2;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  EXPECT_EQ(calls, 0);
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_NE(dead[0].last_error.find("lease expired"), std::string::npos) << dead[0].last_error;
+  EXPECT_EQ(relay.counters().dead, 1u);
+}
+
+TEST_P(RelayTest, ExpiredLeaseOfAHungRelayIsRecoveredByAnotherRelay) {
+  auto store = make_store();
+  auto hung_view = std::make_shared<FaultyStore>(store);
+  hung_view->renew_frozen = true;  // the whole process hangs: its lease keeper too
+  store->append(make_events(1, "t"));
+
+  std::atomic<int> a_calls{0}, b_calls{0}, b_attempt{0};
+  std::atomic<bool> unblock_a{false};
+  HandlerSink sink_a, sink_b;
+  sink_a.on("t", [&](const StoredEvent&) {
+    ++a_calls;
+    eventually([&] { return unblock_a.load(); }, 10s);
+  });
+  sink_b.on("t", [&](const StoredEvent& e) {
+    b_attempt = e.attempts;
+    ++b_calls;
+  });
+  RelayOptions o;
+  o.lease = 100ms;
+  o.poll_interval = 20ms;
+  Relay a(*hung_view, sink_a, o);
+  Relay b(*store, sink_b, o);
+  std::thread ta([&] { a.run_once(); });
+  ASSERT_TRUE(eventually([&] { return a_calls.load() == 1; }));
+  std::thread tb([&] { b.run(); });
+  bool recovered = eventually([&] { return b_calls.load() == 1; });
+  unblock_a = true;
+  ta.join();
+  b.stop();
+  tb.join();
+  ASSERT_TRUE(recovered);
+  EXPECT_EQ(b_attempt.load(), 2);
+  EXPECT_EQ(b.counters().delivered, 1u);
+  EXPECT_EQ(a.counters().lease_lost, 1u);  // its ack was fenced
+  auto s = store->stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+TEST_P(RelayTest, LiveLeaseIsRenewedAndNotTakenOver) {
+  auto store = make_store();
+  auto counted = std::make_shared<FaultyStore>(store);
+  store->append(make_events(1, "t"));
+  std::atomic<int> a_calls{0}, b_calls{0};
+  HandlerSink sink_a, sink_b;
+  sink_a.on("t", [&](const StoredEvent&) {
+    ++a_calls;
+    std::this_thread::sleep_for(400ms);  // four leases long
+  });
+  sink_b.on("t", [&](const StoredEvent&) { ++b_calls; });
+  RelayOptions o;
+  o.lease = 100ms;
+  o.poll_interval = 10ms;
+  Relay a(*counted, sink_a, o);
+  Relay b(*store, sink_b, o);
+  std::thread ta([&] { a.run_once(); });
+  ASSERT_TRUE(eventually([&] { return a_calls.load() == 1; }));
+  std::thread tb([&] { b.run(); });
+  ta.join();
+  b.stop();
+  tb.join();
+  EXPECT_EQ(b_calls.load(), 0);
+  EXPECT_GE(counted->renew_calls.load(), 3);
+  EXPECT_EQ(a.counters().delivered, 1u);
+  EXPECT_EQ(a.counters().lease_lost, 0u);
+  auto s = store->stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+TEST_P(RelayTest, RenewFailureAbortsTheBatch) {
+  auto faulty = std::make_shared<FaultyStore>(make_store());
+  faulty->renew_lost = true;
+  faulty->append(make_events(2, "t"));
+  HandlerSink sink;
+  sink.on("t", [](const StoredEvent&) { std::this_thread::sleep_for(150ms); });
+  RelayOptions o;
+  o.lease = 60ms;
+  std::vector<std::string> errors;
+  o.on_error = [&](const std::string& m) { errors.push_back(m); };
+  Relay relay(*faulty, sink, o);
+  EXPECT_EQ(relay.run_once(), 2u);
+  EXPECT_GE(faulty->renew_calls.load(), 1);
+  EXPECT_EQ(faulty->ack_calls.load(), 0);
+  EXPECT_EQ(faulty->nack_calls.load(), 0);
+  EXPECT_EQ(faulty->release_calls.load(), 0);
+  EXPECT_EQ(relay.counters().lease_lost, 1u);
+  EXPECT_EQ(relay.counters().delivered, 0u);
+  auto s = faulty->stats();
+  EXPECT_EQ(s.pending + s.leased, 2);  // not acked: whoever holds them now delivers them
+  ASSERT_FALSE(errors.empty());
+  EXPECT_NE(errors.back().find("lease lost"), std::string::npos);
+}
+
+TEST_P(RelayTest, ClaimErrorsAreReportedAndTheRelayKeepsGoing) {
+  auto faulty = std::make_shared<FaultyStore>(make_store());
+  faulty->fail_claims = 3;
+  faulty->append(make_events(5, "t"));
+  std::atomic<int> handled{0};
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent&) { ++handled; });
+  std::mutex mu;
+  std::vector<std::string> errors;
+  RelayOptions o = until_empty_options();
+  o.on_error = [&](const std::string& m) {
+    std::lock_guard lock(mu);
+    errors.push_back(m);
+  };
+  Relay relay(*faulty, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  EXPECT_EQ(handled.load(), 5);
+  EXPECT_EQ(relay.counters().store_errors, 3u);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_NE(errors[0].find("injected claim failure"), std::string::npos) << errors[0];
+}
+
+TEST_P(RelayTest, AckThatKeepsFailingIsGivenUpAndTheLeaseExpiryRedelivers) {
+  auto faulty = std::make_shared<FaultyStore>(make_store());
+  faulty->fail_acks = -1;
+  faulty->append(make_events(1, "t"));
+  std::atomic<int> handled{0};
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent&) { ++handled; });
+  RelayOptions o = until_empty_options();
+  o.lease = 100ms;
+  {
+    Relay relay(*faulty, sink, o);
+    EXPECT_EQ(relay.run_once(), 1u);
+    EXPECT_EQ(faulty->ack_calls.load(), 4);
+    EXPECT_EQ(relay.counters().store_errors, 4u);
+  }
+  faulty->fail_acks = 0;
+  Relay relay(*faulty, sink, o);
+  ASSERT_TRUE(run_bounded(relay));
+  EXPECT_EQ(handled.load(), 2);  // one bounded duplicate
+  auto s = faulty->stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+// Closes like a buffering sink would: the relay must call close() after the last batch.
+class ClosingSink : public Sink {
+ public:
+  explicit ClosingSink(Sink& inner) : inner_(inner) {}
+  std::string_view name() const override { return "closing"; }
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    return inner_.deliver(events);
+  }
+  void close() override { closed = true; }
+  std::atomic<bool> closed{false};
+
+ private:
+  Sink& inner_;
+};
+
+TEST_P(RelayTest, StopFinishesTheBatchInFlightThenClosesTheSink) {
+  auto store = make_store();
+  store->append(make_events(20, "t"));
+  std::atomic<int> handled{0};
+  HandlerSink handlers;
+  handlers.on("t", [&](const StoredEvent&) {
+    std::this_thread::sleep_for(10ms);
+    ++handled;
+  });
+  ClosingSink sink(handlers);
+  RelayOptions o;
+  o.batch_size = 20;
+  Relay relay(*store, sink, o);
+  std::thread t([&] { relay.run(); });
+  ASSERT_TRUE(eventually([&] { return handled.load() >= 1; }));
+  relay.stop();
+  t.join();
+  EXPECT_EQ(handled.load(), 20);
+  EXPECT_TRUE(sink.closed.load());
+  auto s = store->stats();
+  EXPECT_EQ(s.pending + s.leased, 0);
+}
+
+TEST_P(RelayTest, WakesOnEmitWithoutWaitingForThePollInterval) {
+  auto store = make_store();
+  std::atomic<int> handled{0};
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent&) { ++handled; });
+  RelayOptions o;
+  o.poll_interval = 10s;  // only a wake-up can deliver within the test's bounds
+  Relay relay(*store, sink, o);
+  std::thread t([&] { relay.run(); });
+  std::vector<Duration> latencies;
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(30ms);  // let the relay go idle
+    auto t0 = SteadyClock::now();
+    store->append(make_events(1, "t"));
+    ASSERT_TRUE(eventually([&] { return handled.load() == i + 1; }, 5s));
+    latencies.push_back(std::chrono::duration_cast<Duration>(SteadyClock::now() - t0));
+  }
+  auto stop_started = SteadyClock::now();
+  relay.stop();
+  t.join();
+  auto stop_took = SteadyClock::now() - stop_started;
+  std::sort(latencies.begin(), latencies.end());
+  EXPECT_LT(latencies[2], 100ms) << "median emit-to-handler latency";
+  EXPECT_LT(stop_took, 1s) << "stop() must interrupt the idle wait";
+}
+
+TEST_P(RelayTest, UntilEmptyReturnsAtOnceOnAnEmptyStore) {
+  auto store = make_store();
+  HandlerSink sink;
+  RelayOptions o = until_empty_options();
+  o.poll_interval = 10s;
+  Relay relay(*store, sink, o);
+  auto t0 = SteadyClock::now();
+  ASSERT_TRUE(run_bounded(relay));
+  EXPECT_LT(SteadyClock::now() - t0, 2s);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, RelayTest, ::testing::ValuesIn(testing::store_cases()), case_name);
+
+TEST(RelayOptionsTest, InvalidOptionsAreConfigErrorsNamingTheOption) {
+  auto store = make_memory_store();
+  HandlerSink sink;
+  auto check = [&](RelayOptions o, const std::string& words) {
+    try {
+      Relay r(*store, sink, o);
+      ADD_FAILURE() << "no error for " << words;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  RelayOptions o;
+  o.batch_size = 0;
+  check(o, "batch size");
+  o = {};
+  o.max_attempts = 0;
+  check(o, "max attempts");
+  o = {};
+  o.lease = 0ms;
+  check(o, "lease");
+}
+
+}  // namespace
+}  // namespace outpost::unit

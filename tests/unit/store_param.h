@@ -1,0 +1,70 @@
+#pragma once
+// A gtest fixture parameterised over the store cases compiled into this executable (memory, and
+// SQLite when built), with small helpers shared by the relay and bus tests.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "outpost/store.h"
+#include "store_cases.h"
+
+namespace outpost::unit {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+class StoreParamTest : public ::testing::TestWithParam<testing::StoreCase> {
+ protected:
+  void SetUp() override {
+    std::string reason = GetParam().unavailable_reason();
+    if (!reason.empty()) {
+      if (testing::require_all_endpoints()) FAIL() << GetParam().name << " unavailable: " << reason;
+      GTEST_SKIP() << GetParam().name << " unavailable: " << reason;
+    }
+  }
+  void TearDown() override {
+    for (auto& f : fixtures_) {
+      f.store.reset();
+      if (f.cleanup) f.cleanup();
+    }
+  }
+  // A fresh empty store, kept until TearDown.
+  std::shared_ptr<Store> make_store(const StoreOptions& options = {}) {
+    fixtures_.push_back(GetParam().make(options));
+    return fixtures_.back().store;
+  }
+
+ private:
+  std::vector<testing::StoreFixture> fixtures_;
+};
+
+inline std::string case_name(const ::testing::TestParamInfo<testing::StoreCase>& info) {
+  return info.param.name;
+}
+
+inline std::vector<Event> make_events(std::size_t n, const std::string& type,
+                                      const std::string& key = {}) {
+  std::vector<Event> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(Event::make(type, "{\"i\":" + std::to_string(i) + "}", key));
+  return out;
+}
+
+// Polls `done` every few ms until it holds or `timeout` passes; returns its last value.
+inline bool eventually(const std::function<bool()>& done, Duration timeout = 5000ms) {
+  auto deadline = SteadyClock::now() + timeout;
+  while (!done()) {
+    if (SteadyClock::now() >= deadline) return done();
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+}  // namespace outpost::unit
