@@ -1,0 +1,88 @@
+// The one JSON encoding of an event (DESIGN §6): round trip, payloads that are JSON embedded as
+// values and others carried as strings, required fields, and errors naming the bad field.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "outpost/error.h"
+#include "outpost/json.h"
+
+namespace outpost {
+namespace {
+
+using nlohmann::json;
+
+TEST(JsonTest, StoredEventRoundTrips) {
+  StoredEvent e;
+  static_cast<Event&>(e) = Event::make("user.created", R"({"id":1,"name":"Ann"})", "user-1");
+  e.headers["correlation_id"] = "c-1";
+  e.headers["x-tenant"] = "acme";
+  e.attempts = 3;
+  std::string line = to_json(e);
+  json j = json::parse(line);
+  EXPECT_EQ(j["id"], e.id.str());
+  EXPECT_EQ(j["type"], "user.created");
+  EXPECT_EQ(j["key"], "user-1");
+  EXPECT_EQ(j["payload"]["name"], "Ann");  // embedded as a value, not a string
+  EXPECT_EQ(j["attempts"], 3);
+  EXPECT_EQ(j["headers"]["x-tenant"], "acme");
+  EXPECT_EQ(line.find('\n'), std::string::npos) << "one line";
+
+  Event back = event_from_json(line);
+  EXPECT_EQ(back.id, e.id);
+  EXPECT_EQ(back.type, e.type);
+  EXPECT_EQ(back.key, e.key);
+  EXPECT_EQ(back.payload, e.payload);
+  EXPECT_EQ(back.occurred_at, e.occurred_at);
+  EXPECT_EQ(back.headers, e.headers);
+}
+
+TEST(JsonTest, EventWithoutAttemptsAndNonJsonPayloadAsString) {
+  Event e = Event::make("t", "plain text, not JSON");
+  json j = json::parse(to_json(e));
+  EXPECT_FALSE(j.contains("attempts"));
+  EXPECT_EQ(j["payload"], "plain text, not JSON");
+  EXPECT_EQ(event_from_json(to_json(e)).payload, "plain text, not JSON");
+}
+
+TEST(JsonTest, MinimalInputNeedsOnlyTypeAndPayload) {
+  Event e = event_from_json(R"({"type":"t","payload":{"a":[1,2]}})");
+  EXPECT_EQ(e.type, "t");
+  EXPECT_EQ(json::parse(e.payload), json::parse(R"({"a":[1,2]})"));
+  EXPECT_TRUE(e.id.is_nil()) << "the store assigns one";
+  EXPECT_TRUE(e.key.empty());
+  EXPECT_TRUE(e.headers.empty());
+}
+
+TEST(JsonTest, GivenIdIsKept) {
+  Event e =
+      event_from_json(R"({"id":"9B2F6C1E-4A8D-4F3B-9C2E-7D1A0B5E3F21","type":"t","payload":1})");
+  EXPECT_EQ(e.id.str(), "9b2f6c1e-4a8d-4f3b-9c2e-7d1a0b5e3f21");
+  EXPECT_EQ(e.payload, "1");
+}
+
+TEST(JsonTest, BadInputNamesTheField) {
+  auto message = [](const char* line) -> std::string {
+    try {
+      event_from_json(line);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(message("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(message("[1,2]").find("object"), std::string::npos);
+  EXPECT_NE(message(R"({"payload":{}})").find("'type'"), std::string::npos);
+  EXPECT_NE(message(R"({"type":"","payload":{}})").find("'type'"), std::string::npos);
+  EXPECT_NE(message(R"({"type":"t"})").find("'payload'"), std::string::npos);
+  EXPECT_NE(message(R"({"type":"t","payload":1,"id":"nope"})").find("'id'"), std::string::npos);
+  EXPECT_NE(message(R"({"type":"t","payload":1,"key":5})").find("'key'"), std::string::npos);
+  EXPECT_NE(message(R"({"type":"t","payload":1,"occurred_at":"yesterday"})").find("'occurred_at'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type":"t","payload":1,"headers":{"a":1}})").find("'a'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace outpost
