@@ -1,0 +1,430 @@
+// SQLite-specific store tests (the shared behaviour is in tests/conformance): URL and table-name
+// validation, clear errors for files that are not outpost databases, emitting in the user's own
+// transaction, lock waits that never surface SQLITE_BUSY, and several emitting processes on one
+// file while this process relays.
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "outpost/error.h"
+#include "outpost/stores/sqlite.h"
+#include "store_cases.h"
+
+namespace outpost {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+struct DbClose {
+  void operator()(sqlite3* db) const { sqlite3_close(db); }
+};
+using Db = std::unique_ptr<sqlite3, DbClose>;
+
+Db open_raw(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open(path.c_str(), &db);
+  Db owned(db);
+  if (rc != SQLITE_OK) throw std::runtime_error("cannot open " + path);
+  return owned;
+}
+
+void exec(sqlite3* db, const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    throw std::runtime_error(sql + ": " + msg);
+  }
+}
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::temp_dir() + "/" + testing::unique_name("sqlite_it");
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name = "outbox.db") const { return dir_ + "/" + name; }
+
+  std::string dir_;
+};
+
+template <class F>
+std::string error_of(F&& fn, ErrorCode expected) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), expected) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return {};
+}
+
+std::vector<EventId> ids_of(const std::vector<StoredEvent>& events) {
+  std::vector<EventId> ids;
+  for (const auto& e : events) ids.push_back(e.id);
+  return ids;
+}
+
+// --- configuration -------------------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, BadTableNamesAreRejectedBeforeTouchingTheFile) {
+  for (std::string bad : {std::string("x;drop"), std::string("1abc"), std::string(64, 'a'),
+                          std::string(), std::string("a-b"), std::string("outbox\"")}) {
+    SqliteOptions o;
+    o.path = path();
+    o.table = bad;
+    std::string msg = error_of([&] { make_sqlite_store(o); }, ErrorCode::config);
+    EXPECT_NE(msg.find("table name"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'" + bad + "'"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(std::filesystem::exists(path()));
+  std::string msg = error_of([&] { open_sqlite_store("sqlite:" + path() + "?table=x%3Bdrop"); },
+                             ErrorCode::config);
+  EXPECT_NE(msg.find("x;drop"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(path()));
+
+  SqliteOptions ok;
+  ok.path = path();
+  ok.table = "T" + std::string(62, '_');  // 63 characters: the longest allowed
+  auto store = make_sqlite_store(ok);
+  store->append(std::vector<Event>{Event::make("t", "{}")});
+  EXPECT_EQ(store->stats().pending, 1);
+}
+
+TEST_F(SqliteStoreTest, UrlErrorsNameTheBadPart) {
+  std::string msg =
+      error_of([&] { open_sqlite_store("sqlite:" + path() + "?tabel=x"); }, ErrorCode::config);
+  EXPECT_NE(msg.find("tabel"), std::string::npos) << msg;
+  msg = error_of([&] { open_sqlite_store("sqlite:" + path() + "?synchronous=fast"); },
+                 ErrorCode::config);
+  EXPECT_NE(msg.find("synchronous"), std::string::npos) << msg;
+  msg = error_of([&] { open_sqlite_store("sqlite:" + path() + "?busy_timeout_ms=soon"); },
+                 ErrorCode::config);
+  EXPECT_NE(msg.find("busy_timeout_ms"), std::string::npos) << msg;
+  msg = error_of([&] { open_sqlite_store("sqlite:"); }, ErrorCode::config);
+  EXPECT_NE(msg.find("path"), std::string::npos) << msg;
+  msg = error_of([&] { open_sqlite_store("sqlite://somehost/x.db"); }, ErrorCode::config);
+  EXPECT_NE(msg.find("host"), std::string::npos) << msg;
+  error_of([&] { open_sqlite_store("memory:"); }, ErrorCode::config);
+}
+
+TEST_F(SqliteStoreTest, UrlParametersApply) {
+  auto store = open_sqlite_store("sqlite://" + path() +
+                                 "?table=events&archive=true&synchronous=full&busy_timeout_ms=500");
+  std::vector<Event> events{Event::make("t", "{}")};
+  store->append(events);
+  auto batch = store->claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 1u);
+  store->ack(batch, ids_of(batch.events));
+  EXPECT_EQ(store->stats().archived, 1);
+  auto db = open_raw(path());
+  exec(db.get(), "SELECT count(*) FROM events_archive");  // the table name was used
+  EXPECT_THROW(exec(db.get(), "SELECT count(*) FROM outbox"), std::runtime_error);
+
+  auto mem = open_sqlite_store("sqlite::memory:");
+  mem->append(events);
+  EXPECT_EQ(mem->claim(10, 5s).events.size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, NotASqliteFileIsCorrupt) {
+  {
+    std::ofstream f(path("junk.db"));
+    for (int i = 0; i < 200; ++i) f << "this is not an SQLite database, just some text\n";
+  }
+  std::string msg =
+      error_of([&] { open_sqlite_store("sqlite:" + path("junk.db")); }, ErrorCode::corrupt);
+  EXPECT_NE(msg.find(path("junk.db")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not an outpost database"), std::string::npos) << msg;
+}
+
+TEST_F(SqliteStoreTest, ForeignSqliteFileIsCorrupt) {
+  {
+    auto db = open_raw(path("app.db"));
+    exec(db.get(), "CREATE TABLE outbox (id TEXT PRIMARY KEY, body TEXT)");
+    exec(db.get(), "INSERT INTO outbox VALUES ('a', 'b')");
+  }
+  std::string msg =
+      error_of([&] { open_sqlite_store("sqlite:" + path("app.db")); }, ErrorCode::corrupt);
+  EXPECT_NE(msg.find(path("app.db")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'outbox'"), std::string::npos) << msg;
+  // The same file with another table name is fine: the user's tables are left alone.
+  auto store = open_sqlite_store("sqlite:" + path("app.db") + "?table=outpost_events");
+  store->append(std::vector<Event>{Event::make("t", "{}")});
+  EXPECT_EQ(store->stats().pending, 1);
+  auto db = open_raw(path("app.db"));
+  exec(db.get(), "SELECT body FROM outbox");
+}
+
+TEST_F(SqliteStoreTest, NewerSchemaVersionIsRejected) {
+  open_sqlite_store("sqlite:" + path());
+  {
+    auto db = open_raw(path());
+    exec(db.get(), "UPDATE outbox_schema SET version = 99");
+  }
+  std::string msg = error_of([&] { open_sqlite_store("sqlite:" + path()); }, ErrorCode::corrupt);
+  EXPECT_NE(msg.find("99"), std::string::npos) << msg;
+}
+
+TEST_F(SqliteStoreTest, UnreachableDirectoryIsAConnectionError) {
+  std::string bad = dir_ + "/no/such/dir/outbox.db";
+  std::string msg = error_of([&] { open_sqlite_store("sqlite:" + bad); }, ErrorCode::connection);
+  EXPECT_NE(msg.find(bad), std::string::npos) << msg;
+}
+
+TEST_F(SqliteStoreTest, EventsSurviveReopening) {
+  std::vector<Event> events{Event::make("a", "1", "k"), Event::make("b", "2", "k")};
+  open_sqlite_store("sqlite:" + path())->append(events);
+  auto store = open_sqlite_store("sqlite:" + path());
+  auto batch = store->claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].id, events[0].id);
+  EXPECT_EQ(batch.events[1].payload, "2");
+}
+
+// --- the user's transaction ----------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, TxHandleMustBeInsideBeginOnTheStoresFile) {
+  auto store = open_sqlite_store("sqlite:" + path());
+  auto db = open_raw(path());
+  configure_sqlite_connection(db.get());
+  std::vector<Event> events{Event::make("t", "{}")};
+  std::string msg =
+      error_of([&] { store->append(events, TxHandle::sqlite(db.get())); }, ErrorCode::config);
+  EXPECT_NE(msg.find("not inside BEGIN"), std::string::npos) << msg;
+
+  auto other = open_raw(path("other.db"));
+  exec(other.get(), "BEGIN IMMEDIATE");
+  msg = error_of([&] { store->append(events, TxHandle::sqlite(other.get())); }, ErrorCode::config);
+  EXPECT_NE(msg.find("other.db"), std::string::npos) << msg;
+  exec(other.get(), "ROLLBACK");
+
+  // Inside BEGIN: the event and the business row commit together.
+  exec(db.get(), "CREATE TABLE orders (n INTEGER)");
+  exec(db.get(), "BEGIN IMMEDIATE");
+  exec(db.get(), "INSERT INTO orders VALUES (1)");
+  store->append(events, TxHandle::sqlite(db.get()));
+  EXPECT_TRUE(store->list(10).empty());  // not committed yet (a claim would wait for the lock)
+  exec(db.get(), "COMMIT");
+  EXPECT_EQ(store->claim(10, 5s).events.size(), 1u);
+}
+
+// --- locking -------------------------------------------------------------------------------------
+
+TEST_F(SqliteStoreTest, WritesWaitForAnotherConnectionsLockInsteadOfFailing) {
+  auto store = open_sqlite_store("sqlite:" + path());
+  auto db = open_raw(path());
+  exec(db.get(), "BEGIN IMMEDIATE");  // another "process" holds the write lock for 300 ms
+  std::thread holder([&] {
+    std::this_thread::sleep_for(300ms);
+    exec(db.get(), "COMMIT");
+  });
+  auto start = SteadyClock::now();
+  EXPECT_NO_THROW(store->append(std::vector<Event>{Event::make("t", "{}")}));
+  EXPECT_GE(SteadyClock::now() - start, 250ms);
+  holder.join();
+  EXPECT_EQ(store->stats().pending, 1);
+}
+
+TEST_F(SqliteStoreTest, LockHeldPastBusyTimeoutIsARetryableTimeout) {
+  auto store = open_sqlite_store("sqlite:" + path() + "?busy_timeout_ms=100");
+  auto db = open_raw(path());
+  exec(db.get(), "BEGIN IMMEDIATE");
+  try {
+    store->append(std::vector<Event>{Event::make("t", "{}")});
+    ADD_FAILURE() << "append succeeded while the file was locked";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::timeout) << e.what();
+    EXPECT_TRUE(e.retryable());
+    EXPECT_NE(std::string(e.what()).find(path()), std::string::npos) << e.what();
+  }
+  exec(db.get(), "ROLLBACK");
+  EXPECT_EQ(store->stats().pending, 0);
+}
+
+TEST_F(SqliteStoreTest, ArchiveRetentionRemovesOldArchivedEvents) {
+  auto store = open_sqlite_store("sqlite:" + path() + "?archive=true&retention_ms=200");
+  auto deliver_one = [&] {
+    store->append(std::vector<Event>{Event::make("t", "{}")});
+    auto batch = store->claim(10, 5s);
+    ASSERT_EQ(batch.events.size(), 1u);
+    EXPECT_EQ(store->ack(batch, ids_of(batch.events)), 1u);
+  };
+  deliver_one();
+  EXPECT_EQ(store->stats().archived, 1);
+  std::this_thread::sleep_for(1100ms);  // past the retention and the once-a-second prune
+  deliver_one();
+  EXPECT_EQ(store->stats().archived, 1);  // the first one is gone
+}
+
+// --- processes -----------------------------------------------------------------------------------
+
+// Child process body: emits `events` events in small transactions, alternating between the
+// user's own connection (TxHandle::sqlite, every 5th transaction rolled back) and the store's
+// own transactions. Writes "C <id> <key>" for committed and "R <id>" for rolled back events to
+// `log_path`. Returns the exit code (0 = no error surfaced).
+int emitter_child(const std::string& db_path, const std::string& log_path, int child, int events) {
+  try {
+    auto store = open_sqlite_store("sqlite:" + db_path);
+    auto db = open_raw(db_path);
+    configure_sqlite_connection(db.get());
+    std::ofstream log(log_path);
+    int emitted = 0;
+    for (int txn = 0; emitted < events; ++txn) {
+      int n = std::min(1 + txn % 4, events - emitted);
+      std::vector<Event> batch;
+      for (int i = 0; i < n; ++i) {
+        std::string key = "c" + std::to_string(child) + "-k" + std::to_string((emitted + i) % 5);
+        batch.push_back(Event::make("child.event", std::to_string(emitted + i), key));
+      }
+      bool own_tx = txn % 2 == 0;
+      bool rollback = own_tx && txn % 5 == 0;
+      if (own_tx) {
+        exec(db.get(), "BEGIN IMMEDIATE");
+        store->append(batch, TxHandle::sqlite(db.get()));
+        exec(db.get(), rollback ? "ROLLBACK" : "COMMIT");
+      } else {
+        store->append(batch);
+      }
+      for (const auto& e : batch) {
+        if (rollback)
+          log << "R " << e.id.str() << "\n";
+        else
+          log << "C " << e.id.str() << " " << e.key << "\n";
+      }
+      if (!rollback) emitted += n;
+    }
+    log.flush();
+    return log ? 0 : 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "child %d: %s\n", child, e.what());
+    return 1;
+  }
+}
+
+TEST_F(SqliteStoreTest, SeveralEmittingProcessesAndOneRelay) {
+  constexpr int kChildren = 4;
+  constexpr int kEventsPerChild = 2000;
+  std::string db_path = path();
+  open_sqlite_store("sqlite:" + db_path);  // create the schema before the children race
+  std::vector<pid_t> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0)
+      ::_exit(
+          emitter_child(db_path, path("child" + std::to_string(c) + ".log"), c, kEventsPerChild));
+    pids.push_back(pid);
+  }
+
+  auto store = open_sqlite_store("sqlite:" + db_path);
+  std::vector<StoredEvent> acked;
+  std::set<pid_t> running(pids.begin(), pids.end());
+  std::map<pid_t, int> exit_codes;
+  auto deadline = SteadyClock::now() + 60s;
+  std::string relay_error;
+  while (SteadyClock::now() < deadline) {
+    for (auto it = running.begin(); it != running.end();) {
+      int status = 0;
+      if (::waitpid(*it, &status, WNOHANG) == *it) {
+        exit_codes[*it] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    try {
+      auto batch = store->claim(100, 30s);
+      if (batch.empty()) {
+        if (running.empty() && store->stats().pending == 0) break;
+        store->wait_for_work(50ms);
+        continue;
+      }
+      EXPECT_EQ(store->ack(batch, ids_of(batch.events)), batch.events.size());
+      acked.insert(acked.end(), batch.events.begin(), batch.events.end());
+    } catch (const std::exception& e) {
+      relay_error = e.what();
+      break;
+    }
+  }
+  for (pid_t pid : running) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ASSERT_TRUE(relay_error.empty()) << "the relay saw: " << relay_error;
+  ASSERT_TRUE(running.empty()) << "children did not finish in time";
+  for (auto& [pid, code] : exit_codes) EXPECT_EQ(code, 0) << "child " << pid;
+
+  // Every committed event acked exactly once, none of the rolled back, per-key order kept.
+  std::set<std::string> committed, rolled_back;
+  std::map<std::string, std::vector<std::string>> committed_by_key;
+  for (int c = 0; c < kChildren; ++c) {
+    std::ifstream log(path("child" + std::to_string(c) + ".log"));
+    std::string kind, id, key;
+    while (log >> kind >> id) {
+      if (kind == "C") {
+        log >> key;
+        committed.insert(id);
+        committed_by_key[key].push_back(id);
+      } else {
+        rolled_back.insert(id);
+      }
+    }
+  }
+  EXPECT_EQ(committed.size(), static_cast<std::size_t>(kChildren * kEventsPerChild));
+  EXPECT_FALSE(rolled_back.empty());
+  std::map<std::string, std::vector<std::string>> acked_by_key;
+  std::set<std::string> acked_ids;
+  for (const auto& e : acked) {
+    EXPECT_TRUE(acked_ids.insert(e.id.str()).second) << "acked twice: " << e.id.str();
+    EXPECT_FALSE(rolled_back.contains(e.id.str())) << "rolled back but delivered";
+    acked_by_key[e.key].push_back(e.id.str());
+  }
+  EXPECT_EQ(acked_ids, committed);
+  EXPECT_EQ(acked_by_key, committed_by_key);
+}
+
+TEST_F(SqliteStoreTest, EmitFromAnotherProcessWakesTheRelay) {
+  std::string db_path = path();
+  auto store = open_sqlite_store("sqlite:" + db_path);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::this_thread::sleep_for(200ms);
+    try {
+      open_sqlite_store("sqlite:" + db_path)->append(std::vector<Event>{Event::make("t", "{}")});
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  auto start = SteadyClock::now();
+  bool got = false;
+  while (SteadyClock::now() - start < 8s) {
+    if (!store->claim(10, 5s).empty()) {
+      got = true;
+      break;
+    }
+    store->wait_for_work(8s);
+  }
+  auto waited = SteadyClock::now() - start;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(got);
+  EXPECT_LT(waited, 3s);  // woken by data_version, not the 8 s timeout
+}
+
+}  // namespace
+}  // namespace outpost
