@@ -87,6 +87,7 @@ class KafkaSink final : public Sink {
     if (!producer_ || rd_kafka_fatal_error(producer_.get(), nullptr, 0)) connect();
 
     ++call_;
+    last_error_.clear();  // errors (refused connections...) seen during this call explain failures
     results_ = &results;
     done_.assign(events.size(), false);
     outstanding_ = 0;
@@ -180,8 +181,9 @@ class KafkaSink final : public Sink {
     if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
       (*results_)[index] = DeliveryResult::delivered();
     else
-      (*results_)[index] =
-          DeliveryResult::failed(std::string("kafka: ") + rd_kafka_message_errstr(msg));
+      (*results_)[index] = DeliveryResult::failed(
+          std::string("kafka: ") + rd_kafka_err2str(msg->err) +
+          (last_error_.empty() ? std::string() : " (last error: " + last_error_ + ")"));
   }
 
   static void on_error(rd_kafka_t*, int, const char* reason, void* opaque) noexcept {

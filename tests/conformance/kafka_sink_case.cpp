@@ -1,0 +1,155 @@
+// Registers the Kafka sink with the sink conformance suite (a fresh topic per test on the mock
+// cluster of OUTPOST_TEST_KAFKA_BOOTSTRAP, read back with a plain librdkafka consumer), plus the
+// Kafka-specific checks: headers and key as a consumer sees them, topic per type, URL errors,
+// and an unreachable cluster failing events with librdkafka's text.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "../integration/broker_consumers.h"
+#include "outpost/error.h"
+#include "outpost/sinks/kafka.h"
+#include "server_process.h"
+#include "sink_cases.h"
+#include "store_cases.h"  // require_all_endpoints()
+
+namespace outpost::testing {
+namespace {
+
+using brokers::env_text;
+using brokers::find_header;
+using brokers::Received;
+using brokers::unique_name;
+using namespace brokers;
+
+std::string bootstrap() {
+  return env_text("OUTPOST_TEST_KAFKA_BOOTSTRAP");
+}
+
+std::vector<ReceivedEvent> plain(std::vector<Received> in) {
+  return {in.begin(), in.end()};
+}
+
+const bool registered = register_sink_case({
+    .name = "kafka",
+    .unavailable_reason =
+        [] {
+          return bootstrap().empty()
+                     ? std::string(
+                           "OUTPOST_TEST_KAFKA_BOOTSTRAP not set (scripts/test starts the "
+                           "mock cluster)")
+                     : std::string();
+        },
+    .make =
+        [] {
+          SinkFixture f;
+          const std::string topic = unique_name("conf");
+          f.url = "kafka://" + bootstrap() + "/" + topic;
+          f.sink = open_kafka_sink(f.url);
+          f.read_back = [topic](std::size_t expected) {
+            return plain(kafka_read_all(bootstrap(), topic, expected));
+          };
+          return f;
+        },
+});
+
+class KafkaSink : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (bootstrap().empty()) {
+      if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+      GTEST_SKIP() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+    }
+  }
+};
+
+StoredEvent make_event(int i, std::string type, std::string key) {
+  StoredEvent e;
+  e.id = EventId::generate();
+  e.type = std::move(type);
+  e.key = std::move(key);
+  e.payload = R"({"i":)" + std::to_string(i) + "}";
+  e.occurred_at = now();
+  e.headers.emplace("correlation_id", "c-" + std::to_string(i));
+  e.seq = i;
+  e.attempts = 1;
+  return e;
+}
+
+TEST_F(KafkaSink, ConsumerSeesKeyCloudEventsHeadersAndTopicPerType) {
+  const std::string prefix = unique_name("tpl");
+  auto sink = open_kafka_sink("kafka://" + bootstrap() + "/" + prefix + ".{type}");
+  EXPECT_EQ(sink->name(), "kafka");
+  std::vector<StoredEvent> events = {make_event(1, "order.created", "o-1"),
+                                     make_event(2, "order.paid", "o-1"),
+                                     make_event(3, "order.created", "")};
+  auto results = sink->deliver(events);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.error;
+
+  auto created = kafka_read_all(bootstrap(), prefix + ".order.created", 2);
+  auto paid = kafka_read_all(bootstrap(), prefix + ".order.paid", 1);
+  ASSERT_EQ(created.size(), 2u);
+  ASSERT_EQ(paid.size(), 1u);
+  const auto& r = paid[0];
+  EXPECT_EQ(r.key, "o-1");
+  EXPECT_EQ(r.payload, events[1].payload);
+  ASSERT_TRUE(find_header(r, "ce-id"));
+  EXPECT_EQ(*find_header(r, "ce-id"), events[1].id.str());
+  ASSERT_TRUE(find_header(r, "outpost-id"));
+  EXPECT_EQ(*find_header(r, "outpost-id"), events[1].id.str());
+  ASSERT_TRUE(find_header(r, "ce-specversion"));
+  EXPECT_EQ(*find_header(r, "ce-specversion"), "1.0");
+  ASSERT_TRUE(find_header(r, "ce-type"));
+  EXPECT_EQ(*find_header(r, "ce-type"), "order.paid");
+  ASSERT_TRUE(find_header(r, "ce-correlationid"));
+  EXPECT_EQ(*find_header(r, "ce-correlationid"), "c-2");
+  // The keyless event is sent with no key at all.
+  for (const auto& c : created) {
+    if (c.id == events[2].id.str()) {
+      EXPECT_TRUE(c.key.empty());
+    }
+  }
+}
+
+TEST_F(KafkaSink, UnreachableClusterFailsEveryEventWithTheBrokerText) {
+  const auto port = free_port();  // nobody listens there
+  auto sink = open_kafka_sink("kafka://127.0.0.1:" + std::to_string(port) + "/t?timeout_ms=1500");
+  std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "k"),
+                                     make_event(3, "a", "other")};
+  const auto start = std::chrono::steady_clock::now();
+  auto results = sink->deliver(events);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(6)) << "deliver must give up after its timeout";
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
+  EXPECT_FALSE(results[0].error.empty());
+  EXPECT_NE(results[0].error.find("timed out"), std::string::npos) << results[0].error;
+  // Later events of a failed key are held back, not attempted again in this batch.
+  EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped) << results[1].error;
+  EXPECT_EQ(results[2].status, DeliveryResult::Status::failed);
+}
+
+TEST_F(KafkaSink, UrlErrorsNameTheBadPart) {
+  auto message = [](const std::string& url) {
+    try {
+      open_kafka_sink(url);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("kafka://127.0.0.1:9092/t?linger.mss=5").find("linger.mss"), std::string::npos);
+  EXPECT_NE(message("kafka://127.0.0.1:9092/t?lingerms=5").find("lingerms"), std::string::npos);
+  EXPECT_NE(message("kafka://127.0.0.1:9092/").find("topic"), std::string::npos);
+  EXPECT_NE(message("kafka://127.0.0.1:9092/t?enable.idempotence=false").find("enable.idempotence"),
+            std::string::npos);
+  EXPECT_NE(message("kafka://127.0.0.1:9092/t?timeout_ms=0").find("timeout_ms"), std::string::npos);
+  // librdkafka properties pass through.
+  EXPECT_NO_THROW(open_kafka_sink("kafka://127.0.0.1:9092/t?linger.ms=5&compression.type=lz4"));
+}
+
+}  // namespace
+}  // namespace outpost::testing

@@ -1,0 +1,157 @@
+// Registers the Redis Streams sink with the sink conformance suite (a fresh stream per test on
+// OUTPOST_TEST_REDIS_URL's server, read back with XRANGE), plus the Redis-specific checks:
+// entry fields, stream per type, URL errors and an unreachable server.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "../integration/broker_consumers.h"
+#include "outpost/error.h"
+#include "outpost/sinks/redis_stream.h"
+#include "server_process.h"
+#include "sink_cases.h"
+#include "store_cases.h"  // require_all_endpoints()
+
+namespace outpost::testing {
+namespace {
+
+using brokers::env_text;
+using brokers::find_header;
+using brokers::Received;
+using brokers::unique_name;
+using namespace brokers;
+
+std::string redis_url() {
+  return env_text("OUTPOST_TEST_REDIS_URL");
+}
+
+std::string sink_url(const std::string& stream, const std::string& params = {}) {
+  auto ep = parse_redis_url(redis_url());
+  std::string url = "redis-stream://" + ep.host + ":" + std::to_string(ep.port) + "/" + stream +
+                    "?db=" + std::to_string(ep.db);
+  return params.empty() ? url : url + "&" + params;
+}
+
+void delete_keys(const std::vector<std::string>& keys) {
+  try {
+    auto c = redis_connect(parse_redis_url(redis_url()));
+    for (const auto& k : keys) redis_command(c.get(), {"DEL", k});
+  } catch (...) {
+  }
+}
+
+const bool registered = register_sink_case({
+    .name = "redis_stream",
+    .unavailable_reason =
+        [] {
+          return redis_url().empty()
+                     ? std::string("OUTPOST_TEST_REDIS_URL not set (scripts/test starts redis)")
+                     : std::string();
+        },
+    .make =
+        [] {
+          SinkFixture f;
+          const std::string stream = unique_name("conf");
+          f.url = sink_url(stream);
+          f.sink = open_redis_stream_sink(f.url);
+          f.read_back = [stream](std::size_t) {
+            auto got = redis_read_all(parse_redis_url(redis_url()), stream);
+            return std::vector<ReceivedEvent>(got.begin(), got.end());
+          };
+          f.cleanup = [stream] { delete_keys({stream}); };
+          return f;
+        },
+});
+
+class RedisStreamSink : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (redis_url().empty()) {
+      if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+      GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+    }
+  }
+};
+
+StoredEvent make_event(int i, std::string type, std::string key) {
+  StoredEvent e;
+  e.id = EventId::generate();
+  e.type = std::move(type);
+  e.key = std::move(key);
+  e.payload = R"({"i":)" + std::to_string(i) + "}";
+  e.occurred_at = now();
+  e.headers.emplace("traceparent", "00-t-" + std::to_string(i));
+  e.seq = i;
+  e.attempts = 1;
+  return e;
+}
+
+TEST_F(RedisStreamSink, EntriesCarryTheDocumentedFieldsInAStreamPerType) {
+  const std::string prefix = unique_name("tpl");
+  auto sink = open_redis_stream_sink(sink_url(prefix + ":{type}"));
+  EXPECT_EQ(sink->name(), "redis-stream");
+  std::vector<StoredEvent> events = {make_event(1, "a.b", "k"), make_event(2, "c", "k"),
+                                     make_event(3, "a.b", "")};
+  for (const auto& r : sink->deliver(events)) ASSERT_TRUE(r.ok()) << r.error;
+  auto ep = parse_redis_url(redis_url());
+  auto ab = redis_read_all(ep, prefix + ":a.b");
+  auto c = redis_read_all(ep, prefix + ":c");
+  delete_keys({prefix + ":a.b", prefix + ":c"});
+  ASSERT_EQ(ab.size(), 2u);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(ab[0].id, events[0].id.str());
+  EXPECT_EQ(ab[1].id, events[2].id.str());
+  EXPECT_EQ(ab[1].key, "");
+  EXPECT_EQ(c[0].type, "c");
+  EXPECT_EQ(c[0].payload, events[1].payload);
+  ASSERT_TRUE(find_header(c[0], "traceparent"));
+  EXPECT_EQ(*find_header(c[0], "traceparent"), "00-t-2");
+}
+
+TEST_F(RedisStreamSink, UnreachableServerFailsEveryEventWithTheErrorText) {
+  const auto port = free_port();
+  auto sink = open_redis_stream_sink("redis-stream://127.0.0.1:" + std::to_string(port) +
+                                     "/s?timeout_ms=1000");
+  std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "k")};
+  auto results = sink->deliver(events);
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, DeliveryResult::Status::failed);
+    EXPECT_NE(r.error.find("refused"), std::string::npos) << r.error;
+  }
+}
+
+TEST_F(RedisStreamSink, WrongTypeKeyFailsItsEventAndHoldsBackItsKey) {
+  const std::string key = unique_name("notastream");
+  auto c = redis_connect(parse_redis_url(redis_url()));
+  redis_command(c.get(), {"SET", key, "x"});
+  auto sink = open_redis_stream_sink(sink_url("{type}"));
+  std::vector<StoredEvent> events = {make_event(1, key, "k"), make_event(2, key, "k"),
+                                     make_event(3, key, "other")};
+  auto results = sink->deliver(events);
+  delete_keys({key});
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
+  EXPECT_NE(results[0].error.find("WRONGTYPE"), std::string::npos) << results[0].error;
+  EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped);
+  EXPECT_EQ(results[2].status, DeliveryResult::Status::failed);
+}
+
+TEST_F(RedisStreamSink, UrlErrorsNameTheBadPart) {
+  auto message = [](const std::string& url) {
+    try {
+      open_redis_stream_sink(url);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("redis-stream://127.0.0.1:6379/s?maxln=5").find("maxln"), std::string::npos);
+  EXPECT_NE(message("redis-stream://127.0.0.1:6379/s?maxlen=-1").find("maxlen"), std::string::npos);
+  EXPECT_NE(message("redis-stream://127.0.0.1:6379/").find("stream"), std::string::npos);
+  EXPECT_NE(message("redis-stream://a:1,b:2/s").find("host"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace outpost::testing
