@@ -53,6 +53,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0; everything else is a usage error.
     int rc = app.exit(e);
+    if (rc != 0) {
+      // CLI11 says "A subcommand is required" for a misspelt command: name what was not
+      // understood.
+      std::vector<std::string> extra = app.remaining();
+      for (auto* sub : app.get_subcommands({}))
+        for (auto& r : sub->remaining()) extra.push_back(r);
+      if (!extra.empty()) {
+        std::cerr << "outpost: not understood:";
+        for (const auto& x : extra) std::cerr << " '" << x << "'";
+        std::cerr << "\n";
+      }
+    }
     return rc == 0 ? kExitOk : kExitUsage;
   }
 
