@@ -1,0 +1,42 @@
+#pragma once
+// The Redis store: `redis://[:password@]host:port[,host:port...]/db?prefix=outbox`.
+//
+// Layout: every key of one outbox starts with the hash tag `{prefix}:` so all of them live in
+// one Redis Cluster slot and every Lua script touches one node. A hash per event, sorted sets
+// for pending (scored by due time, ms), leased (scored by lease expiry), dead (by sequence) and
+// live (by sequence), one sorted set per non-empty event key (ordered mode), an INCR sequence.
+// Every state change is one Lua script (EVALSHA, reloaded after NOSCRIPT); time comes from the
+// server's TIME, never from the relay's clock.
+//
+// Single writer: claim() takes a writer lease on `{prefix}:lock` (SET NX PX with this Store's
+// owner token) and holds it while the Store has work in flight; renew() compares-and-renews it,
+// the destructor compares-and-deletes it. Each change of holder increments a fencing token
+// (`{prefix}:writer` fence) carried in LeaseToken.fence; ack/nack/release/renew check it, so a
+// relay that lost the lease to another one can no longer ack, nack or renew anything.
+// Throughput scales with several prefixes (one writer each), spread over cluster masters.
+//
+// Transactional emit: after the caller's MULTI on their own blocking redisContext,
+// append(events, TxHandle::redis_multi(ctx)) queues one EVAL (reply QUEUED); the caller's EXEC
+// then writes the events atomically with their own commands, or DISCARD drops them.
+// See docs/redis.md for the exact hiredis sequence and the durability settings.
+//
+// Thread safety: every method may be called from several threads (a small connection pool).
+
+#include <memory>
+#include <string_view>
+
+#include "outpost/store.h"
+
+namespace outpost {
+
+// URL parameters:
+//   prefix=NAME        key prefix, [A-Za-z0-9_.-]{1,100}, braces optional (default outbox)
+//   timeout_ms=N       connect and command timeout (default 5000)
+//   writer_lease=BOOL  single-writer lease with fencing across Store objects (default true);
+//                      false lets several relays claim disjoint batches at once
+// A URL with several host:port pairs is a Redis Cluster seed list; the master of the prefix's
+// slot is found with CLUSTER SLOTS, MOVED/ASK are followed, and a failover is recovered by
+// reconnecting and re-resolving. A single host that runs in cluster mode is detected too.
+std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions& options = {});
+
+}  // namespace outpost

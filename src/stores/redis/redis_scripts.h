@@ -1,0 +1,363 @@
+#pragma once
+// The Lua scripts of the Redis store. Every script gets KEYS[1] = a key of the outbox (so
+// Redis Cluster routes it to the slot of `{prefix}`) and ARGV[1] = the key base "{prefix}:";
+// the other keys are built from the base and all hash to the same slot.
+//
+// Keys (B = "{prefix}:"):
+//   B.."seq"        INCR sequence (emit order)
+//   B.."e:"..id     hash per live or dead event: t type, k key, p payload, o occurred_at (us),
+//                   h headers, s seq, n attempts, r last error, w lease owner, d dead_at (us)
+//   B.."a:"..id     archived event (hash renamed on ack when archiving)
+//   B.."pending"    zset id -> due time (ms, server clock)
+//   B.."leased"     zset id -> lease expiry (ms)
+//   B.."live"       zset id -> seq of every undelivered event (list order, oldest)
+//   B.."dead"       zset id -> seq
+//   B.."archive"    zset id -> ack time (ms)
+//   B.."k:"..key    zset id -> seq per non-empty event key (ordered mode: head = next in order)
+//   B.."lock"       writer lease: the holder's token, PX = lease
+//   B.."writer"     hash: owner (last holder's token), fence (incremented when the holder changes)
+//   B.."wake"       pub/sub channel published on emit and retry
+
+namespace outpost::redis_store {
+
+// Shared prologue: server time and the writer fence check.
+inline constexpr const char* kPrologue = R"lua(
+local B = ARGV[1]
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
+end
+local function fence_ok(fence)
+  if fence == '0' then return true end
+  return redis.call('HGET', B .. 'writer', 'fence') == fence
+end
+local function unlink_event(id, key)
+  redis.call('ZREM', B .. 'leased', id)
+  redis.call('ZREM', B .. 'pending', id)
+  redis.call('ZREM', B .. 'live', id)
+  if key and key ~= '' then redis.call('ZREM', B .. 'k:' .. key, id) end
+end
+)lua";
+
+// ARGV: B, n, then per event: id, type, key, payload, occurred_us, headers. Returns n.
+// Runs as EVALSHA on its own, or as EVAL queued inside the caller's MULTI.
+inline constexpr const char* kAppend = R"lua(
+local n = tonumber(ARGV[2])
+local seen = {}
+for i = 0, n - 1 do
+  local id = ARGV[3 + i * 6]
+  if seen[id] or redis.call('EXISTS', B .. 'e:' .. id) == 1 then
+    return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. id)
+  end
+  seen[id] = true
+end
+local now = now_ms()
+local last = redis.call('INCRBY', B .. 'seq', n)
+local first = last - n + 1
+local pend, live = {}, {}
+for i = 0, n - 1 do
+  local a = 3 + i * 6
+  local id, key, seq = ARGV[a], ARGV[a + 2], first + i
+  redis.call('HSET', B .. 'e:' .. id, 't', ARGV[a + 1], 'k', key, 'p', ARGV[a + 3],
+             'o', ARGV[a + 4], 'h', ARGV[a + 5], 's', seq, 'n', 0)
+  if key ~= '' then redis.call('ZADD', B .. 'k:' .. key, seq, id) end
+  pend[#pend + 1] = now; pend[#pend + 1] = id
+  live[#live + 1] = seq; live[#live + 1] = id
+  if #pend >= 1000 or i == n - 1 then
+    redis.call('ZADD', B .. 'pending', unpack(pend))
+    redis.call('ZADD', B .. 'live', unpack(live))
+    pend, live = {}, {}
+  end
+end
+redis.call('PUBLISH', B .. 'wake', '1')
+return n
+)lua";
+
+// ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0), owner, scan_limit.
+// Returns {fence, hint_ms, id, type, key, payload, occurred_us, headers, seq, attempts, ...}.
+// fence -1: the writer lease is held by another Store (hint = its remaining ms).
+// hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
+inline constexpr const char* kClaim = R"lua(
+local token, max, lease = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local ordered, owner, scan_limit = ARGV[5] == '1', ARGV[6], tonumber(ARGV[7])
+local now = now_ms()
+local pending, leased = B .. 'pending', B .. 'leased'
+local fence = 0
+if token ~= '' then
+  local lock = B .. 'lock'
+  local cur = redis.call('GET', lock)
+  if not cur then
+    local w = redis.call('HMGET', B .. 'writer', 'owner', 'fence')
+    fence = tonumber(w[2]) or 0
+    if w[1] ~= token then
+      fence = redis.call('HINCRBY', B .. 'writer', 'fence', 1)
+      redis.call('HSET', B .. 'writer', 'owner', token)
+    end
+    redis.call('SET', lock, token, 'PX', lease)
+  elseif cur == token then
+    if redis.call('PTTL', lock) < lease then redis.call('PEXPIRE', lock, lease) end
+    fence = tonumber(redis.call('HGET', B .. 'writer', 'fence'))
+  else
+    return {-1, redis.call('PTTL', lock)}
+  end
+end
+-- Recover expired leases (bounded per call; the key walk below also takes expired ones).
+local expired = redis.call('ZRANGEBYSCORE', leased, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1000)
+for i = 1, #expired, 2 do
+  redis.call('ZREM', leased, expired[i])
+  redis.call('ZADD', pending, expired[i + 1], expired[i])
+end
+local picked, taken, done_keys = {}, {}, {}
+local function claimable(id)
+  if taken[id] then return false end
+  local s = redis.call('ZSCORE', pending, id) or redis.call('ZSCORE', leased, id)
+  return s and tonumber(s) <= now
+end
+local chunk = math.max(64, max * 2)
+local offset = 0
+while #picked < max and offset < scan_limit do
+  local ids = redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'LIMIT', offset, chunk)
+  for _, id in ipairs(ids) do
+    if #picked >= max then break end
+    if not taken[id] then
+      local key = ''
+      if ordered then key = redis.call('HGET', B .. 'e:' .. id, 'k') or '' end
+      if key == '' then
+        picked[#picked + 1] = id; taken[id] = true
+      elseif not done_keys[key] then
+        -- Take the run of due events at the head of this key's queue, in sequence order.
+        done_keys[key] = true
+        local q = redis.call('ZRANGE', B .. 'k:' .. key, 0, max - #picked - 1)
+        for _, qid in ipairs(q) do
+          if not claimable(qid) then break end
+          picked[#picked + 1] = qid; taken[qid] = true
+        end
+      end
+    end
+  end
+  if #ids < chunk then break end
+  offset = offset + chunk
+end
+local out = {fence, -1}
+if #picked == 0 then
+  local p = redis.call('ZRANGEBYSCORE', pending, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local l = redis.call('ZRANGE', leased, 0, 0, 'WITHSCORES')
+  local next_at = nil
+  if #p > 0 then next_at = tonumber(p[2]) end
+  if #l > 0 and (not next_at or tonumber(l[2]) < next_at) then next_at = tonumber(l[2]) end
+  if next_at then out[2] = math.max(0, next_at - now) end
+  return out
+end
+local until_ms = now + lease
+local lz = {}
+for _, id in ipairs(picked) do
+  redis.call('ZREM', pending, id)
+  lz[#lz + 1] = until_ms; lz[#lz + 1] = id
+end
+redis.call('ZADD', leased, unpack(lz))
+for _, id in ipairs(picked) do
+  local e = B .. 'e:' .. id
+  local n = redis.call('HINCRBY', e, 'n', 1)
+  redis.call('HSET', e, 'w', owner)
+  local f = redis.call('HMGET', e, 't', 'k', 'p', 'o', 'h', 's')
+  out[#out + 1] = id
+  for j = 1, 6 do out[#out + 1] = f[j] or '' end
+  out[#out + 1] = n
+end
+return out
+)lua";
+
+// ARGV: B, fence, owner, archive (1/0), retention_ms (0 = keep), ids... Returns count or -1
+// when fenced off (the writer lease changed hands since the claim).
+inline constexpr const char* kAck = R"lua(
+if not fence_ok(ARGV[2]) then return -1 end
+local owner, archive, retention = ARGV[3], ARGV[4] == '1', tonumber(ARGV[5])
+local now = 0
+if archive then now = now_ms() end
+local n = 0
+for i = 6, #ARGV do
+  local id = ARGV[i]
+  local e = B .. 'e:' .. id
+  local f = redis.call('HMGET', e, 'w', 'k')
+  if f[1] == owner then
+    unlink_event(id, f[2])
+    if archive then
+      redis.call('HDEL', e, 'w')
+      redis.call('RENAME', e, B .. 'a:' .. id)
+      redis.call('ZADD', B .. 'archive', now, id)
+    else
+      redis.call('DEL', e)
+    end
+    n = n + 1
+  end
+end
+if archive and retention > 0 then
+  local old = redis.call('ZRANGEBYSCORE', B .. 'archive', '-inf', now - retention, 'LIMIT', 0, 1000)
+  for _, id in ipairs(old) do
+    redis.call('DEL', B .. 'a:' .. id)
+    redis.call('ZREM', B .. 'archive', id)
+  end
+end
+return n
+)lua";
+
+// ARGV: B, fence, owner, then triples id, error, retry_ms (-1 = dead now). Returns count or -1.
+inline constexpr const char* kNack = R"lua(
+if not fence_ok(ARGV[2]) then return -1 end
+local owner = ARGV[3]
+local now, t = now_ms()
+local dead_at = t[1] .. string.format('%06d', tonumber(t[2]))
+local n = 0
+for i = 4, #ARGV, 3 do
+  local id, err, retry = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local e = B .. 'e:' .. id
+  local f = redis.call('HMGET', e, 'w', 'k', 's')
+  if f[1] == owner then
+    if retry < 0 then
+      unlink_event(id, f[2])
+      redis.call('ZADD', B .. 'dead', f[3], id)
+      redis.call('HSET', e, 'r', err, 'd', dead_at)
+    else
+      redis.call('ZREM', B .. 'leased', id)
+      redis.call('ZADD', B .. 'pending', now + retry, id)
+      redis.call('HSET', e, 'r', err)
+    end
+    redis.call('HDEL', e, 'w')
+    n = n + 1
+  end
+end
+return n
+)lua";
+
+// ARGV: B, fence, owner, ids... Back to pending, due now, attempt not counted.
+inline constexpr const char* kRelease = R"lua(
+if not fence_ok(ARGV[2]) then return -1 end
+local owner = ARGV[3]
+local now = now_ms()
+local n = 0
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local e = B .. 'e:' .. id
+  if redis.call('HGET', e, 'w') == owner then
+    redis.call('ZREM', B .. 'leased', id)
+    redis.call('ZADD', B .. 'pending', now, id)
+    redis.call('HDEL', e, 'w')
+    if tonumber(redis.call('HGET', e, 'n')) > 0 then redis.call('HINCRBY', e, 'n', -1) end
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('PUBLISH', B .. 'wake', '1') end
+return n
+)lua";
+
+// ARGV: B, token, fence, owner, lease_ms, ids... Returns 1 (held) or 0 (lost).
+// Compare-and-renew of the writer lease: ours -> extended; expired and nobody took it since
+// (fence unchanged) -> taken back; anything else -> lost.
+inline constexpr const char* kRenew = R"lua(
+local token, fence, owner, lease = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if token ~= '' then
+  local lock = B .. 'lock'
+  local cur = redis.call('GET', lock)
+  if cur == token then
+    if redis.call('PTTL', lock) < lease then redis.call('PEXPIRE', lock, lease) end
+  elseif not cur and fence_ok(fence) then
+    redis.call('SET', lock, token, 'PX', lease)
+  else
+    return 0
+  end
+  if not fence_ok(fence) then return 0 end
+end
+local now = now_ms()
+local held = 1
+for i = 6, #ARGV do
+  local id = ARGV[i]
+  local w = redis.call('HGET', B .. 'e:' .. id, 'w')
+  if w == owner then
+    redis.call('ZREM', B .. 'pending', id)
+    redis.call('ZADD', B .. 'leased', now + lease, id)
+  elseif w then
+    held = 0
+  end
+end
+return held
+)lua";
+
+// ARGV: B, token. Compare-and-delete of the writer lease (Store closed). Returns 1 if deleted.
+inline constexpr const char* kUnlock = R"lua(
+if redis.call('GET', B .. 'lock') == ARGV[2] then return redis.call('DEL', B .. 'lock') end
+return 0
+)lua";
+
+// ARGV: B. Returns {pending, leased, dead, archived, now_s, now_us, oldest occurred_us or ''}.
+inline constexpr const char* kStats = R"lua(
+local now, t = now_ms()
+local due_leased = redis.call('ZCOUNT', B .. 'leased', '-inf', now)
+local pending = redis.call('ZCARD', B .. 'pending') + due_leased
+local leased = redis.call('ZCARD', B .. 'leased') - due_leased
+local oldest = ''
+local first = redis.call('ZRANGE', B .. 'live', 0, 0)
+if #first > 0 then oldest = redis.call('HGET', B .. 'e:' .. first[1], 'o') or '' end
+return {pending, leased, redis.call('ZCARD', B .. 'dead'), redis.call('ZCARD', B .. 'archive'),
+        t[1], t[2], oldest}
+)lua";
+
+// ARGV: B, which ('live' or 'dead'), limit. Returns flat fields per event:
+// id, type, key, payload, occurred_us, headers, seq, attempts, last_error, dead_at.
+inline constexpr const char* kList = R"lua(
+local ids = redis.call('ZRANGE', B .. ARGV[2], 0, tonumber(ARGV[3]) - 1)
+local out = {}
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'n', 'r', 'd')
+  out[#out + 1] = id
+  for j = 1, 9 do out[#out + 1] = f[j] or '' end
+end
+return out
+)lua";
+
+// ARGV: B, mode ('ids' or 'all'), limit (for 'all'), ids... Dead -> pending, attempts 0.
+inline constexpr const char* kRetry = R"lua(
+local ids
+if ARGV[2] == 'all' then
+  ids = redis.call('ZRANGE', B .. 'dead', 0, tonumber(ARGV[3]) - 1)
+else
+  ids = {}
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+end
+local now = now_ms()
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', B .. 'dead', id) == 1 then
+    local e = B .. 'e:' .. id
+    local f = redis.call('HMGET', e, 'k', 's')
+    redis.call('ZADD', B .. 'pending', now, id)
+    redis.call('ZADD', B .. 'live', f[2], id)
+    if f[1] and f[1] ~= '' then redis.call('ZADD', B .. 'k:' .. f[1], f[2], id) end
+    redis.call('HSET', e, 'n', 0)
+    redis.call('HDEL', e, 'w', 'd')
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('PUBLISH', B .. 'wake', '1') end
+return n
+)lua";
+
+// ARGV: B, mode ('ids' or 'all'), limit, ids... Dead -> deleted.
+inline constexpr const char* kDiscard = R"lua(
+local ids
+if ARGV[2] == 'all' then
+  ids = redis.call('ZRANGE', B .. 'dead', 0, tonumber(ARGV[3]) - 1)
+else
+  ids = {}
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', B .. 'dead', id) == 1 then
+    redis.call('DEL', B .. 'e:' .. id)
+    n = n + 1
+  end
+end
+return n
+)lua";
+
+}  // namespace outpost::redis_store

@@ -1,0 +1,535 @@
+// The Redis store (include/outpost/stores/redis.h): the life cycle of store.h as Lua scripts over
+// a hash per event and sorted sets, all under the hash tag {prefix}. Layout in redis_scripts.h.
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "core/append_check.h"
+#include "core/url.h"
+#include "outpost/stores/redis.h"
+#include "stores/redis/redis_client.h"
+#include "stores/redis/redis_scripts.h"
+
+namespace outpost {
+namespace redis_store {
+namespace {
+
+constexpr std::string_view kBackend = "redis";
+constexpr std::size_t kBulkChunk = 1000;  // ids per retry_all/discard_all script call
+
+std::string with_prologue(const char* body) {
+  return std::string(kPrologue) + body;
+}
+
+// Headers as "<len>:<bytes>" pairs: binary-safe and cheap to parse.
+std::string encode_headers(const Headers& headers) {
+  std::string out;
+  for (const auto& [k, v] : headers) {
+    out += std::to_string(k.size());
+    out += ':';
+    out += k;
+    out += std::to_string(v.size());
+    out += ':';
+    out += v;
+  }
+  return out;
+}
+
+Headers decode_headers(std::string_view s) {
+  Headers h;
+  auto next = [&](std::string& out) {
+    auto colon = s.find(':');
+    if (colon == std::string_view::npos) return false;
+    std::size_t len = 0;
+    std::from_chars(s.data(), s.data() + colon, len);
+    if (colon + 1 + len > s.size()) return false;
+    out.assign(s.substr(colon + 1, len));
+    s.remove_prefix(colon + 1 + len);
+    return true;
+  };
+  while (!s.empty()) {
+    std::string k, v;
+    if (!next(k) || !next(v)) break;
+    h.emplace(std::move(k), std::move(v));
+  }
+  return h;
+}
+
+std::int64_t to_int(std::string_view s) {
+  std::int64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+std::string str(const redisReply* r) {
+  return reply_string(r);
+}
+
+std::string valid_prefix(std::string prefix) {
+  if (prefix.size() >= 2 && prefix.front() == '{' && prefix.back() == '}')
+    prefix = prefix.substr(1, prefix.size() - 2);
+  bool ok = !prefix.empty() && prefix.size() <= 100;
+  for (char c : prefix)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '-' || c == '.');
+  if (!ok)
+    throw ConfigError("redis: prefix '" + prefix +
+                          "' is invalid (URL parameter prefix): use 1-100 characters "
+                          "[A-Za-z0-9_.-], optionally in braces",
+                      "redis");
+  return prefix;
+}
+
+std::string instance_token() {
+  std::random_device rd;
+  std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
+                      static_cast<std::uint64_t>(::getpid()));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
+  return std::string(buf) + "-" + std::to_string(::getpid());
+}
+
+struct Scripts {
+  Script append{"append", with_prologue(kAppend), {}, {}};
+  Script claim{"claim", with_prologue(kClaim), {}, {}};
+  Script ack{"ack", with_prologue(kAck), {}, {}};
+  Script nack{"nack", with_prologue(kNack), {}, {}};
+  Script release{"release", with_prologue(kRelease), {}, {}};
+  Script renew{"renew", with_prologue(kRenew), {}, {}};
+  Script unlock{"unlock", with_prologue(kUnlock), {}, {}};
+  Script stats{"stats", with_prologue(kStats), {}, {}};
+  Script list{"list", with_prologue(kList), {}, {}};
+  Script retry{"retry", with_prologue(kRetry), {}, {}};
+  Script discard{"discard", with_prologue(kDiscard), {}, {}};
+};
+
+struct FdCloser {
+  int fd = -1;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+class RedisStore final : public Store {
+ public:
+  RedisStore(ClientOptions client_options, std::string prefix, bool writer_lease,
+             const StoreOptions& options)
+      : options_(options),
+        base_("{" + prefix + "}:"),
+        key_(base_ + "pending"),
+        token_(writer_lease ? instance_token() : std::string()),
+        client_(std::move(client_options)) {
+    int fds[2];
+    if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
+      throw Error(ErrorCode::internal, "redis", "pipe2 failed");
+    wake_read_.fd = fds[0];
+    wake_write_.fd = fds[1];
+  }
+
+  ~RedisStore() override {
+    // Compare-and-delete of the writer lease so a standby relay takes over at once.
+    if (token_.empty() || !held_.load()) return;
+    try {
+      client_.eval(scripts_.unlock, key_, {base_, token_});
+    } catch (const std::exception&) {  // best effort: the lease expires on its own
+    }
+  }
+
+  std::string_view backend() const override { return kBackend; }
+
+  void append(std::span<const Event> events, TxHandle tx) override {
+    auto prepared = core::prepare_for_append(events, options_, kBackend);
+    if (prepared.empty()) return;
+    std::vector<std::string> owned;
+    owned.reserve(prepared.size() * 3 + 1);
+    std::vector<std::string_view> argv;
+    argv.reserve(prepared.size() * 6 + 3);
+    argv.push_back(base_);
+    owned.push_back(std::to_string(prepared.size()));
+    argv.push_back(owned.back());
+    for (const auto& e : prepared) {
+      owned.push_back(e.id.str());
+      std::string_view id = owned.back();
+      owned.push_back(std::to_string(e.occurred_at.time_since_epoch().count()));
+      std::string_view occ = owned.back();
+      owned.push_back(encode_headers(e.headers));
+      std::string_view hdr = owned.back();
+      argv.insert(argv.end(), {id, e.type, e.key, e.payload, occ, hdr});
+    }
+    // `owned` must not reallocate while argv points into it.
+    if (tx.is_none()) {
+      client_.eval(scripts_.append, key_, argv, /*idempotent=*/false);
+      return;
+    }
+    if (tx.kind() != TxHandle::Kind::redis || !tx.native())
+      throw ConfigError("redis: append takes TxHandle::redis_multi(ctx) or TxHandle{}", "redis");
+    append_in_multi(static_cast<redisContext*>(tx.native()), argv);
+  }
+
+  ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    ClaimedBatch batch;
+    if (max == 0) return batch;
+    batch.lease.owner = token_.empty() ? instance_owner_ : token_;
+    batch.lease.owner += "#" + std::to_string(++claims_);
+    const std::string max_s = std::to_string(max);
+    const std::string lease_s = std::to_string(std::max<std::int64_t>(1, lease.count()));
+    const std::string scan_s = std::to_string(std::max<std::size_t>(1000, max * 20));
+    Reply r = client_.eval(scripts_.claim, key_,
+                           {base_, token_, max_s, lease_s, order == ClaimOrder::ordered ? "1" : "0",
+                            batch.lease.owner, scan_s});
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+      throw Error(ErrorCode::backend, "redis", "claim: unexpected reply");
+    std::int64_t fence = reply_int(r->element[0]);
+    std::int64_t hint = reply_int(r->element[1]);
+    if (fence < 0) {  // another relay holds the writer lease: stand by until it may expire
+      next_hint_ms_ = std::max<std::int64_t>(hint, 1);
+      return batch;
+    }
+    if (!token_.empty()) held_ = true;
+    batch.lease.fence = fence;
+    constexpr std::size_t kFields = 8;
+    const std::size_t n = (r->elements - 2) / kFields;
+    next_hint_ms_ = n == 0 ? hint : 0;
+    batch.events.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      redisReply** f = r->element + 2 + i * kFields;
+      StoredEvent e;
+      fill(e, f);
+      e.attempts = static_cast<int>(reply_int(f[7]));
+      batch.events.push_back(std::move(e));
+    }
+    std::sort(batch.events.begin(), batch.events.end(),
+              [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
+    return batch;
+  }
+
+  std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    if (ids.empty()) return 0;
+    std::vector<std::string> owned = id_strings(ids);
+    const std::string fence = std::to_string(batch.lease.fence);
+    const std::string retention = std::to_string(options_.archive_retention.count());
+    std::vector<std::string_view> argv{base_, fence, batch.lease.owner,
+                                       options_.archive ? "1" : "0", retention};
+    argv.insert(argv.end(), owned.begin(), owned.end());
+    return settled(client_.eval(scripts_.ack, key_, argv));
+  }
+
+  std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
+    if (nacks.empty()) return 0;
+    std::vector<std::string> owned;
+    owned.reserve(nacks.size() * 2);
+    const std::string fence = std::to_string(batch.lease.fence);
+    std::vector<std::string_view> argv{base_, fence, batch.lease.owner};
+    for (const auto& nk : nacks) {
+      owned.push_back(nk.id.str());
+      owned.push_back(nk.retry_in ? std::to_string(std::max<std::int64_t>(0, nk.retry_in->count()))
+                                  : std::string("-1"));
+    }
+    for (std::size_t i = 0; i < nacks.size(); ++i)
+      argv.insert(argv.end(), {owned[i * 2], nacks[i].error, owned[i * 2 + 1]});
+    return settled(client_.eval(scripts_.nack, key_, argv));
+  }
+
+  std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    if (ids.empty()) return 0;
+    std::vector<std::string> owned = id_strings(ids);
+    const std::string fence = std::to_string(batch.lease.fence);
+    std::vector<std::string_view> argv{base_, fence, batch.lease.owner};
+    argv.insert(argv.end(), owned.begin(), owned.end());
+    return settled(client_.eval(scripts_.release, key_, argv));
+  }
+
+  bool renew(const ClaimedBatch& batch, Duration lease) override {
+    std::vector<std::string> owned;
+    owned.reserve(batch.events.size());
+    for (const auto& e : batch.events) owned.push_back(e.id.str());
+    const std::string fence = std::to_string(batch.lease.fence);
+    const std::string lease_s = std::to_string(std::max<std::int64_t>(1, lease.count()));
+    std::vector<std::string_view> argv{base_, token_, fence, batch.lease.owner, lease_s};
+    argv.insert(argv.end(), owned.begin(), owned.end());
+    return reply_int(client_.eval(scripts_.renew, key_, argv).get()) == 1;
+  }
+
+  StoreStats stats() override {
+    Reply r = client_.eval(scripts_.stats, key_, {base_});
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 7)
+      throw Error(ErrorCode::backend, "redis", "stats: unexpected reply");
+    StoreStats s;
+    s.pending = reply_int(r->element[0]);
+    s.leased = reply_int(r->element[1]);
+    s.dead = reply_int(r->element[2]);
+    s.archived = reply_int(r->element[3]);
+    std::string oldest = str(r->element[6]);
+    if (!oldest.empty()) {
+      std::int64_t now_us = to_int(str(r->element[4])) * 1'000'000 + to_int(str(r->element[5]));
+      std::int64_t age_us = std::max<std::int64_t>(0, now_us - to_int(oldest));
+      s.oldest_pending_age = Duration(age_us / 1000);
+    }
+    return s;
+  }
+
+  std::vector<StoredEvent> list(std::size_t limit) override {
+    std::vector<StoredEvent> out;
+    for (auto& d : read_list("live", limit)) out.push_back(std::move(d));
+    return out;
+  }
+
+  std::vector<DeadEvent> dead(std::size_t limit) override { return read_list("dead", limit); }
+
+  std::size_t retry(std::span<const EventId> ids) override { return bulk(scripts_.retry, ids); }
+  std::size_t retry_all() override { return bulk_all(scripts_.retry); }
+  std::size_t discard(std::span<const EventId> ids) override { return bulk(scripts_.discard, ids); }
+  std::size_t discard_all() override { return bulk_all(scripts_.discard); }
+
+  void wait_for_work(Duration max) override {
+    auto start = std::chrono::steady_clock::now();
+    std::int64_t hint = next_hint_ms_.load();
+    Duration wait = max;
+    if (hint >= 0 && Duration(hint) < wait) wait = Duration(hint);
+    if (wait.count() <= 0) return;
+    const auto deadline = start + wait;
+    std::unique_lock lock(wait_mu_);
+    const std::uint64_t seen = wake_gen_;
+    const std::uint64_t interrupts = interrupts_;
+    while (wake_gen_ == seen && interrupts_ == interrupts &&
+           std::chrono::steady_clock::now() < deadline) {
+      if (listening_) {
+        wait_cv_.wait_until(lock, deadline);
+        continue;
+      }
+      listening_ = true;
+      lock.unlock();
+      bool woke = false;
+      try {
+        woke = listen_until(deadline);
+      } catch (...) {
+        lock.lock();
+        listening_ = false;
+        throw;
+      }
+      lock.lock();
+      listening_ = false;
+      if (woke) ++wake_gen_;
+      wait_cv_.notify_all();
+    }
+  }
+
+  void interrupt() override {
+    {
+      std::lock_guard lock(wait_mu_);
+      ++interrupts_;
+    }
+    char c = 1;
+    [[maybe_unused]] auto n = ::write(wake_write_.fd, &c, 1);
+    wait_cv_.notify_all();
+  }
+
+ private:
+  // One EVAL queued into the caller's MULTI (EVALSHA could not recover from NOSCRIPT at EXEC).
+  void append_in_multi(redisContext* ctx, const std::vector<std::string_view>& argv) {
+    const std::string& text = scripts_.append.text;
+    std::vector<const char*> cargv{"EVAL", text.c_str(), "1", key_.c_str()};
+    std::vector<size_t> lens{4, text.size(), 1, key_.size()};
+    for (auto a : argv) {
+      cargv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    Reply r(static_cast<redisReply*>(
+        redisCommandArgv(ctx, static_cast<int>(cargv.size()), cargv.data(), lens.data())));
+    if (!r)
+      throw ConnectionError("redis", std::string("append in MULTI: connection lost: ") +
+                                         (ctx->err ? ctx->errstr : "no reply"));
+    if (r->type == REDIS_REPLY_STATUS && str(r.get()) == "QUEUED") return;
+    if (r->type == REDIS_REPLY_ERROR)
+      throw Error(ErrorCode::backend, "redis", "append in MULTI: " + str(r.get()));
+    // The server ran the EVAL at once: the context was not inside MULTI.
+    throw ConfigError(
+        "redis: TxHandle::redis_multi needs a context inside MULTI; the events were written "
+        "without the caller's transaction",
+        "redis");
+  }
+
+  void fill(StoredEvent& e, redisReply** f) {
+    if (auto id = EventId::parse(str(f[0]))) e.id = *id;
+    e.type = str(f[1]);
+    e.key = str(f[2]);
+    e.payload = str(f[3]);
+    e.occurred_at = TimePoint(std::chrono::microseconds(to_int(str(f[4]))));
+    e.headers = decode_headers(str(f[5]));
+    e.seq = to_int(str(f[6]));
+  }
+
+  std::vector<DeadEvent> read_list(std::string_view which, std::size_t limit) {
+    std::vector<DeadEvent> out;
+    if (limit == 0) return out;
+    const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
+    Reply r = client_.eval(scripts_.list, key_, {base_, which, limit_s});
+    if (r->type != REDIS_REPLY_ARRAY) return out;
+    constexpr std::size_t kFields = 10;
+    for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
+      redisReply** f = r->element + i;
+      DeadEvent d;
+      fill(d, f);
+      d.attempts = static_cast<int>(to_int(str(f[7])));
+      d.last_error = str(f[8]);
+      std::string dead_at = str(f[9]);
+      if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(to_int(dead_at)));
+      out.push_back(std::move(d));
+    }
+    return out;
+  }
+
+  std::size_t bulk(const Script& script, std::span<const EventId> ids) {
+    if (ids.empty()) return 0;
+    std::vector<std::string> owned = id_strings(ids);
+    std::vector<std::string_view> argv{base_, "ids", "0"};
+    argv.insert(argv.end(), owned.begin(), owned.end());
+    return static_cast<std::size_t>(reply_int(client_.eval(script, key_, argv).get()));
+  }
+
+  std::size_t bulk_all(const Script& script) {
+    const std::string chunk = std::to_string(kBulkChunk);
+    std::size_t total = 0;
+    for (;;) {
+      auto n = reply_int(client_.eval(script, key_, {base_, "all", chunk}).get());
+      total += static_cast<std::size_t>(n);
+      if (n < static_cast<std::int64_t>(kBulkChunk)) return total;
+    }
+  }
+
+  // Count from ack/nack/release; -1 (fenced off: the writer lease changed hands) counts 0.
+  static std::size_t settled(const Reply& r) {
+    auto n = reply_int(r.get());
+    return n < 0 ? 0 : static_cast<std::size_t>(n);
+  }
+
+  static std::vector<std::string> id_strings(std::span<const EventId> ids) {
+    std::vector<std::string> out;
+    out.reserve(ids.size());
+    for (const auto& id : ids) out.push_back(id.str());
+    return out;
+  }
+
+  // Waits on the subscription for a wake message, an interrupt() or the deadline. Returns true
+  // when woken by a message or interrupt. Connection problems end the wait early (spurious
+  // wake-ups are allowed) after a short pause, so a down server does not spin the relay.
+  bool listen_until(std::chrono::steady_clock::time_point deadline) {
+    if (!sub_ || sub_->err) {
+      sub_.reset();
+      try {
+        sub_ = client_.connect_master();
+        const std::string channel = base_ + "wake";
+        Reply r(static_cast<redisReply*>(
+            redisCommand(sub_.get(), "SUBSCRIBE %b", channel.data(), channel.size())));
+        if (!r) throw ConnectionError("redis", "SUBSCRIBE failed");
+      } catch (const Error&) {
+        sub_.reset();
+        auto pause = std::min<std::chrono::steady_clock::duration>(
+            deadline - std::chrono::steady_clock::now(), std::chrono::milliseconds(100));
+        if (pause.count() > 0) std::this_thread::sleep_for(pause);
+        return false;
+      }
+    }
+    for (;;) {
+      void* raw = nullptr;
+      if (redisGetReplyFromReader(sub_.get(), &raw) != REDIS_OK) {
+        sub_.reset();
+        return false;
+      }
+      if (raw) {
+        freeReplyObject(raw);
+        drain_reader();
+        return true;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd fds[2] = {{sub_->fd, POLLIN, 0}, {wake_read_.fd, POLLIN, 0}};
+      int rc = ::poll(fds, 2, static_cast<int>(left.count()));
+      if (rc < 0) return false;
+      if (fds[1].revents & POLLIN) {
+        char buf[64];
+        while (::read(wake_read_.fd, buf, sizeof buf) > 0) {
+        }
+        return true;
+      }
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (redisBufferRead(sub_.get()) != REDIS_OK) {
+          sub_.reset();
+          return false;
+        }
+      }
+    }
+  }
+
+  void drain_reader() {
+    for (;;) {
+      void* raw = nullptr;
+      if (redisGetReplyFromReader(sub_.get(), &raw) != REDIS_OK || !raw) return;
+      freeReplyObject(raw);
+    }
+  }
+
+  const StoreOptions options_;
+  const std::string base_;   // "{prefix}:"
+  const std::string key_;    // KEYS[1] of every script: routes to the slot of {prefix}
+  const std::string token_;  // writer lease owner token ("" = writer lease off)
+  const std::string instance_owner_ = instance_token();
+  Client client_;
+  Scripts scripts_;
+  std::atomic<std::uint64_t> claims_{0};
+  std::atomic<bool> held_{false};               // we took the writer lease at least once
+  std::atomic<std::int64_t> next_hint_ms_{-1};  // from the last empty claim; -1 = unknown
+  FdCloser wake_read_, wake_write_;             // interrupt() pipe
+
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  std::uint64_t wake_gen_ = 0;    // guarded by wait_mu_
+  std::uint64_t interrupts_ = 0;  // guarded by wait_mu_
+  bool listening_ = false;        // guarded by wait_mu_: one thread owns sub_ at a time
+  Context sub_;                   // used only by the listening thread
+};
+
+}  // namespace
+}  // namespace redis_store
+
+std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions& options) {
+  auto u = core::Url::parse(url);
+  if (u.scheme() != "redis")
+    throw ConfigError("not a redis:// URL: '" + u.redacted() + "'", "redis");
+  if (!u.hierarchical() || u.hosts().empty() || u.hosts().front().host.empty())
+    throw ConfigError("bad URL '" + u.redacted() + "': redis:// needs host:port", "redis");
+  redis_store::ClientOptions co;
+  for (auto hp : u.hosts()) {
+    if (hp.port == 0) hp.port = 6379;
+    co.seeds.push_back(hp);
+  }
+  co.password = u.password();
+  if (!u.path().empty()) {
+    int db = -1;
+    auto [p, ec] = std::from_chars(u.path().data(), u.path().data() + u.path().size(), db);
+    if (ec != std::errc() || p != u.path().data() + u.path().size() || db < 0 || db > 15)
+      throw ConfigError("bad URL '" + u.redacted() +
+                            "': the path must be a database number 0-15, got '" + u.path() + "'",
+                        "redis");
+    co.db = db;
+  }
+  std::string prefix = redis_store::valid_prefix(u.param("prefix").value_or("outbox"));
+  if (auto t = u.int_param("timeout_ms", 1, 600'000)) co.timeout = std::chrono::milliseconds(*t);
+  bool writer_lease = u.bool_param("writer_lease").value_or(true);
+  u.reject_unknown();
+  co.slot_key = "{" + prefix + "}";
+  return std::make_unique<redis_store::RedisStore>(std::move(co), std::move(prefix), writer_lease,
+                                                   options);
+}
+
+}  // namespace outpost
