@@ -234,6 +234,9 @@ std::unique_ptr<Sink> open_kafka_sink(std::string_view text, const SinkOptions& 
   // deliver() waits for the batch anyway: a long linger would only add latency per batch.
   set_property(conf.get(), "linger.ms", "1", where);
   set_property(conf.get(), "message.timeout.ms", std::to_string(timeout.count()), where);
+  // librdkafka waits up to 10 s between reconnects by default: after an outage the relay would
+  // sit idle that long although the broker is back.
+  set_property(conf.get(), "reconnect.backoff.max.ms", "1000", where);
   for (const auto& [name, value] : url.query()) {
     if (name.find('.') == std::string::npos) continue;
     url.param(name);  // known: passed through to librdkafka, which validates it
