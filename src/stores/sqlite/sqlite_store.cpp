@@ -1,11 +1,14 @@
 // The SQLite store (see include/outpost/stores/sqlite.h for the user's view).
 //
-// Layout (schema version 1), all created in one transaction on open:
-//   <t>          seq INTEGER PRIMARY KEY AUTOINCREMENT (the rowid: cheap appends, and never
-//                reused, so a retried dead event keeps its place and archive rows never clash),
-//                id BLOB(16) UNIQUE, type, key, payload BLOB, occurred_at (us), headers (JSON
-//                text or NULL), attempts, due_at (ms), lease_owner, lease_until (ms), last_error
-//   <t>_dead     the same columns + last_error, dead_at (ms)
+// Layout (schema version 1, kSchemaV1 below), created in one transaction on open:
+//   <t>          the state: seq INTEGER PRIMARY KEY AUTOINCREMENT (the rowid: cheap appends;
+//                never reused, so a retried dead event keeps its place and archive rows never
+//                clash), key, attempts, due_at (ms), lease_owner (integer), lease_until (ms),
+//                last_error
+//   <t>_body     seq, id (16 bytes; not unique: re-emitting an event with its id is legitimate,
+//                and an id index would cost a B-tree write per append and per ack), type,
+//                payload, occurred_at (us), headers (JSON object or NULL)
+//   <t>_dead     all columns + last_error, dead_at (ms)
 //   <t>_archive  acked events when archiving is on, acked_at (ms) for retention
 //   <t>_schema   one row: the schema version
 // A partial index on (key, seq) WHERE attempts > 0 makes the ordered claim cheap: a row that was
@@ -24,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -50,6 +54,40 @@ constexpr auto kPollInterval = std::chrono::milliseconds(2);
 constexpr const char* kNowMs = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 using SteadyClock = std::chrono::steady_clock;
+
+// Schema version 1; "{t}" is the validated table name. The state row (narrow: rewritten by every
+// claim) and the body (written once, read by the claim) are split so that a claim dirties about
+// one page per 100 events instead of the pages holding the payloads.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE {t}_schema (version INTEGER NOT NULL);
+INSERT INTO {t}_schema (version) VALUES (1);
+CREATE TABLE {t} (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  key TEXT NOT NULL DEFAULT '',
+  attempts INTEGER NOT NULL DEFAULT 0,
+  due_at INTEGER NOT NULL DEFAULT 0,
+  lease_owner INTEGER,
+  lease_until INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT);
+CREATE INDEX {t}_blocking ON {t} (key, seq) WHERE attempts > 0;
+CREATE TABLE {t}_body (
+  seq INTEGER PRIMARY KEY,
+  id BLOB NOT NULL,
+  type TEXT NOT NULL,
+  payload BLOB NOT NULL,
+  occurred_at INTEGER NOT NULL,
+  headers TEXT);
+CREATE TABLE {t}_dead (
+  seq INTEGER PRIMARY KEY, id BLOB NOT NULL, type TEXT NOT NULL, key TEXT NOT NULL,
+  payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,
+  attempts INTEGER NOT NULL, last_error TEXT, dead_at INTEGER NOT NULL);
+CREATE INDEX {t}_dead_id ON {t}_dead (id);
+CREATE TABLE {t}_archive (
+  seq INTEGER PRIMARY KEY, id BLOB NOT NULL, type TEXT NOT NULL, key TEXT NOT NULL,
+  payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,
+  attempts INTEGER NOT NULL, acked_at INTEGER NOT NULL);
+CREATE INDEX {t}_archive_acked ON {t}_archive (acked_at);
+)sql";
 
 // --- errors --------------------------------------------------------------------------------------
 
@@ -295,7 +333,9 @@ class SqliteStore final : public Store {
       throw ConfigError("sqlite store: busy_timeout must not be negative");
     path_ = memory_ ? options_.path : canonical(options_.path);
     shared_ = memory_ ? std::make_shared<FileShared>() : shared_for(path_);
-    instance_ = std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()) + "-";
+    std::random_device rd;
+    owner_base_ =
+        (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid());
     build_sql();
 
     writer_ = open_connection(true);
@@ -333,7 +373,8 @@ class SqliteStore final : public Store {
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
     ClaimedBatch batch;
-    batch.lease.owner = instance_ + std::to_string(++claim_counter_);
+    const std::int64_t owner = next_owner();
+    batch.lease.owner = std::to_string(owner);
     if (max == 0) return batch;
     write_txn([&](Conn& c) {
       // Remember what this claim has seen, so wait_for_work() notices any commit after it.
@@ -343,14 +384,43 @@ class SqliteStore final : public Store {
         claim_gen_ = shared_->generation;
       }
       Use s(c.prepare(order == ClaimOrder::ordered ? claim_ordered_sql_ : claim_unordered_sql_));
-      bind_text(s, 1, batch.lease.owner);
+      sqlite3_bind_int64(s, 1, owner);
       sqlite3_bind_int64(s, 2, lease.count());
+      sqlite3_bind_int64(s, 4, db_now_ms(c));
       sqlite3_bind_int64(s, 3, static_cast<sqlite3_int64>(std::min<std::size_t>(max, 1 << 30)));
-      while (step_row(c.db(), s, "claiming events")) read_event(s, batch.events.emplace_back());
+      // Only the narrow state rows are rewritten; the bodies are read, never written.
+      struct Claimed {
+        std::int64_t seq;
+        int attempts;
+        std::string key;
+        bool operator<(const Claimed& o) const { return seq < o.seq; }
+      };
+      std::vector<Claimed> claimed;
+      while (step_row(c.db(), s, "claiming events"))
+        claimed.push_back(
+            {sqlite3_column_int64(s, 0), sqlite3_column_int(s, 1), column_text(s, 2)});
+      if (claimed.empty()) return 0;
+      std::sort(claimed.begin(), claimed.end());
+      std::vector<std::int64_t> seqs;
+      for (const auto& cl : claimed) seqs.push_back(cl.seq);
+      std::string list = json_seqs(seqs);
+      Use b(c.prepare(bodies_sql_));
+      bind_text(b, 1, list);
+      batch.events.reserve(claimed.size());
+      while (step_row(c.db(), b, "reading claimed events"))
+        read_event(b, batch.events.emplace_back());
+      if (batch.events.size() != claimed.size())
+        throw Error(ErrorCode::corrupt, "sqlite",
+                    "outbox '" + t_ + "': claimed events without a row in '" + t_ + "_body'");
+      for (std::size_t i = 0; i < claimed.size(); ++i) {
+        StoredEvent& e = batch.events[i];
+        if (e.seq != claimed[i].seq)
+          throw Error(ErrorCode::corrupt, "sqlite", "outbox '" + t_ + "': body rows out of step");
+        e.attempts = claimed[i].attempts;
+        e.key = std::move(claimed[i].key);
+      }
       return 0;
     });
-    std::sort(batch.events.begin(), batch.events.end(),
-              [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
     return batch;
   }
 
@@ -372,14 +442,20 @@ class SqliteStore final : public Store {
     return write_txn([&](Conn& c) {
       if (options_.store.archive) {
         Use a(c.prepare(ack_archive_sql_));
-        bind_text(a, 1, batch.lease.owner);
+        sqlite3_bind_int64(a, 1, owner_of(batch));
         bind_text(a, 2, list);
         run(c.db(), a, "archiving acked events");
       }
       Use d(c.prepare(ack_sql_));
-      bind_text(d, 1, batch.lease.owner);
+      sqlite3_bind_int64(d, 1, owner_of(batch));
       bind_text(d, 2, list);
       std::size_t n = static_cast<std::size_t>(run(c.db(), d, "acking events"));
+      if (n > 0) {
+        // Bodies whose state row is gone: exactly the ones acked just now.
+        Use db(c.prepare(delete_orphan_bodies_sql_));
+        bind_text(db, 1, list);
+        run(c.db(), db, "acking events");
+      }
       if (prune) {
         Use p(c.prepare(prune_sql_));
         sqlite3_bind_int64(p, 1, options_.store.archive_retention.count());
@@ -402,17 +478,20 @@ class SqliteStore final : public Store {
           sqlite3_bind_int64(s, 1, std::max<std::int64_t>(0, nk.retry_in->count()));
           bind_text(s, 2, nk.error);
           sqlite3_bind_int64(s, 3, it->second);
-          bind_text(s, 4, batch.lease.owner);
+          sqlite3_bind_int64(s, 4, owner_of(batch));
           count += static_cast<std::size_t>(run(c.db(), s, "rescheduling an event"));
         } else {
           Use s(c.prepare(nack_dead_sql_));
           bind_text(s, 1, nk.error);
           sqlite3_bind_int64(s, 2, it->second);
-          bind_text(s, 3, batch.lease.owner);
+          sqlite3_bind_int64(s, 3, owner_of(batch));
           if (run(c.db(), s, "dead-lettering an event") == 0) continue;
           Use d(c.prepare(delete_seq_sql_));
           sqlite3_bind_int64(d, 1, it->second);
           run(c.db(), d, "dead-lettering an event");
+          Use db(c.prepare(delete_body_seq_sql_));
+          sqlite3_bind_int64(db, 1, it->second);
+          run(c.db(), db, "dead-lettering an event");
           ++count;
         }
       }
@@ -428,7 +507,7 @@ class SqliteStore final : public Store {
     std::string list = json_seqs(seqs);
     std::size_t n = write_txn([&](Conn& c) {
       Use s(c.prepare(release_sql_));
-      bind_text(s, 1, batch.lease.owner);
+      sqlite3_bind_int64(s, 1, owner_of(batch));
       bind_text(s, 2, list);
       return static_cast<std::size_t>(run(c.db(), s, "releasing events"));
     });
@@ -444,11 +523,11 @@ class SqliteStore final : public Store {
     return write_txn([&](Conn& c) {
       Use u(c.prepare(renew_sql_));
       sqlite3_bind_int64(u, 1, lease.count());
-      bind_text(u, 2, batch.lease.owner);
+      sqlite3_bind_int64(u, 2, owner_of(batch));
       bind_text(u, 3, list);
       run(c.db(), u, "renewing a lease");
       Use q(c.prepare(renew_lost_sql_));
-      bind_text(q, 1, batch.lease.owner);
+      sqlite3_bind_int64(q, 1, owner_of(batch));
       bind_text(q, 2, list);
       step_row(c.db(), q, "checking a lease");
       return sqlite3_column_int64(q, 0) == 0;
@@ -518,6 +597,9 @@ class SqliteStore final : public Store {
         Use s(c.prepare(retry_one_sql_));
         bind_blob(s, 1, id.bytes().data(), 16);
         if (run(c.db(), s, "retrying a dead event") == 0) continue;
+        Use sb(c.prepare(retry_one_body_sql_));
+        bind_blob(sb, 1, id.bytes().data(), 16);
+        run(c.db(), sb, "retrying a dead event");
         Use d(c.prepare(delete_dead_one_sql_));
         bind_blob(d, 1, id.bytes().data(), 16);
         count += static_cast<std::size_t>(run(c.db(), d, "retrying a dead event"));
@@ -532,6 +614,8 @@ class SqliteStore final : public Store {
     std::size_t n = write_txn([&](Conn& c) {
       Use s(c.prepare(retry_all_sql_));
       run(c.db(), s, "retrying dead events");
+      Use sb(c.prepare(retry_all_body_sql_));
+      run(c.db(), sb, "retrying dead events");
       Use d(c.prepare(delete_revived_sql_));
       return static_cast<std::size_t>(run(c.db(), d, "retrying dead events"));
     });
@@ -599,53 +683,76 @@ class SqliteStore final : public Store {
 
   void build_sql() {
     const std::string& t = t_;
+    const std::string body = t + "_body";
     const std::string now = kNowMs;
-    std::string claimable =
-        "o.due_at <= " + now + " AND (o.lease_owner IS NULL OR o.lease_until <= " + now + ")";
-    std::string not_blocked = "(o.key = '' OR NOT EXISTS (SELECT 1 FROM " + t +
-                              " AS b WHERE b.key = o.key AND b.seq < o.seq AND b.attempts > 0 AND "
-                              "((b.lease_owner IS NOT NULL AND b.lease_until > " +
-                              now + ") OR b.due_at > " + now + ")))";
+    // The claim binds the database's time once (?4) instead of evaluating julianday() for
+    // every candidate row.
+    std::string claimable = "o.due_at <= ?4 AND (o.lease_owner IS NULL OR o.lease_until <= ?4)";
+    std::string not_blocked =
+        "(o.key = '' OR NOT EXISTS (SELECT 1 FROM " + t +
+        " AS b WHERE b.key = o.key AND b.seq < o.seq AND b.attempts > 0 AND "
+        "((b.lease_owner IS NOT NULL AND b.lease_until > ?4) OR b.due_at > ?4)))";
     auto claim = [&](bool ordered) {
       return "UPDATE " + t +
-             " SET attempts = attempts + 1, lease_owner = ?1, lease_until = " + now +
-             " + ?2 WHERE seq IN (SELECT o.seq FROM " + t + " AS o WHERE " + claimable +
-             (ordered ? " AND " + not_blocked : std::string()) +
-             " ORDER BY o.seq LIMIT ?3) RETURNING " + kEventColumns;
+             " SET attempts = attempts + 1, lease_owner = ?1, lease_until = ?4 + ?2 WHERE seq IN "
+             "(SELECT o.seq FROM " +
+             t + " AS o WHERE " + claimable + (ordered ? " AND " + not_blocked : std::string()) +
+             " ORDER BY o.seq LIMIT ?3) RETURNING seq, attempts, key";
     };
     claim_ordered_sql_ = claim(true);
     claim_unordered_sql_ = claim(false);
     std::string in_list = "seq IN (SELECT value FROM json_each(?2))";
+    // Full event columns: state row s joined with its body b.
+    std::string full =
+        "s.seq, b.id, b.type, s.key, b.payload, b.occurred_at, b.headers, s.attempts";
+    std::string joined = t + " AS s JOIN " + body + " AS b ON b.seq = s.seq";
+    bodies_sql_ = "SELECT seq, id, type, '', payload, occurred_at, headers, 0 FROM " + body +
+                  " WHERE seq IN (SELECT value FROM json_each(?1)) ORDER BY seq";
     ack_sql_ = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND " + in_list;
+    delete_orphan_bodies_sql_ = "DELETE FROM " + body +
+                                " WHERE seq IN (SELECT value FROM json_each(?1)) AND seq NOT IN "
+                                "(SELECT seq FROM " +
+                                t +
+                                " WHERE seq IN (SELECT value FROM "
+                                "json_each(?1)))";
     ack_archive_sql_ = "INSERT OR REPLACE INTO " + t + "_archive (" + kEventColumns +
-                       ", acked_at) SELECT " + kEventColumns + ", " + now + " FROM " + t +
-                       " WHERE lease_owner = ?1 AND " + in_list;
+                       ", acked_at) SELECT " + full + ", " + now + " FROM " + joined +
+                       " WHERE s.lease_owner = ?1 AND s." + in_list;
     prune_sql_ = "DELETE FROM " + t + "_archive WHERE acked_at < " + now + " - ?1";
     nack_retry_sql_ = "UPDATE " + t + " SET lease_owner = NULL, lease_until = 0, due_at = " + now +
                       " + ?1, last_error = ?2 WHERE seq = ?3 AND lease_owner = ?4";
     nack_dead_sql_ = "INSERT OR REPLACE INTO " + t + "_dead (" + kEventColumns +
-                     ", last_error, dead_at) SELECT " + kEventColumns + ", ?1, " + now + " FROM " +
-                     t + " WHERE seq = ?2 AND lease_owner = ?3";
+                     ", last_error, dead_at) SELECT " + full + ", ?1, " + now + " FROM " + joined +
+                     " WHERE s.seq = ?2 AND s.lease_owner = ?3";
     delete_seq_sql_ = "DELETE FROM " + t + " WHERE seq = ?1";
-    release_sql_ = "UPDATE " + t + " SET lease_owner = NULL, lease_until = 0, due_at = " + now +
-                   ", attempts = max(attempts - 1, 0) WHERE lease_owner = ?1 AND " + in_list;
+    delete_body_seq_sql_ = "DELETE FROM " + body + " WHERE seq = ?1";
+    release_sql_ = "UPDATE " + t +
+                   " SET lease_owner = NULL, lease_until = 0, due_at = 0, "
+                   "attempts = max(attempts - 1, 0) WHERE lease_owner = ?1 AND " +
+                   in_list;
     renew_sql_ = "UPDATE " + t + " SET lease_until = " + now +
                  " + ?1 WHERE lease_owner = ?2 AND seq IN (SELECT value FROM json_each(?3))";
     renew_lost_sql_ = "SELECT count(*) FROM " + t +
                       " WHERE lease_owner IS NOT NULL AND lease_owner <> ?1 AND " + in_list;
     stats_sql_ = "SELECT count(*), coalesce(sum(lease_owner IS NOT NULL AND lease_until > " + now +
-                 "), 0), min(occurred_at), " + now + " FROM " + t;
+                 "), 0), (SELECT min(occurred_at) FROM " + body + "), " + now + " FROM " + t;
     count_dead_sql_ = "SELECT count(*) FROM " + t + "_dead";
     count_archive_sql_ = "SELECT count(*) FROM " + t + "_archive";
-    list_sql_ = "SELECT " + std::string(kEventColumns) + " FROM " + t + " ORDER BY seq LIMIT ?1";
+    list_sql_ = "SELECT " + full + " FROM " + joined + " ORDER BY s.seq LIMIT ?1";
     list_dead_sql_ = "SELECT " + std::string(kEventColumns) + ", last_error, dead_at FROM " + t +
                      "_dead ORDER BY seq LIMIT ?1";
-    std::string revive = "INSERT OR IGNORE INTO " + t + " (" + kEventColumns +
-                         ", due_at, lease_owner, lease_until, last_error) SELECT seq, id, type, "
-                         "key, payload, occurred_at, headers, 0, " +
-                         now + ", NULL, 0, last_error FROM " + t + "_dead";
+    std::string revive = "INSERT OR IGNORE INTO " + t +
+                         " (seq, key, attempts, due_at, lease_owner, lease_until, last_error) "
+                         "SELECT seq, key, 0, 0, NULL, 0, last_error FROM " +
+                         t + "_dead";
+    std::string revive_body = "INSERT OR IGNORE INTO " + body +
+                              " (seq, id, type, payload, occurred_at, headers) SELECT seq, id, "
+                              "type, payload, occurred_at, headers FROM " +
+                              t + "_dead";
     retry_one_sql_ = revive + " WHERE id = ?1";
+    retry_one_body_sql_ = revive_body + " WHERE id = ?1";
     retry_all_sql_ = revive + " ORDER BY seq";
+    retry_all_body_sql_ = revive_body + " ORDER BY seq";
     delete_dead_one_sql_ = "DELETE FROM " + t + "_dead WHERE id = ?1";
     delete_revived_sql_ = "DELETE FROM " + t + "_dead WHERE seq IN (SELECT seq FROM " + t + ")";
     discard_all_sql_ = "DELETE FROM " + t + "_dead";
@@ -655,15 +762,17 @@ class SqliteStore final : public Store {
                     t + " WHERE attempts > 0) WHERE w > " + now;
   }
 
-  std::string insert_sql(std::size_t rows) const {
+  // State rows first (they take the sequence: consecutive within one statement under the write
+  // lock), then the bodies with the same seqs. due_at = 0: a new event is due at once.
+  std::string insert_state_sql(std::size_t rows) const {
+    std::string sql = "INSERT INTO " + t_ + " (key, due_at) VALUES ";
+    for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,0)" : "(?,0)";
+    return sql;
+  }
+  std::string insert_body_sql(std::size_t rows) const {
     std::string sql =
-        "INSERT INTO " + t_ + " (id, type, key, payload, occurred_at, headers, due_at) VALUES ";
-    for (std::size_t i = 0; i < rows; ++i) {
-      if (i) sql += ',';
-      sql += "(?,?,?,?,?,?,";
-      sql += kNowMs;
-      sql += ')';
-    }
+        "INSERT INTO " + t_ + "_body (seq, id, type, payload, occurred_at, headers) VALUES ";
+    for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,?,?,?,?,?)" : "(?,?,?,?,?,?)";
     return sql;
   }
 
@@ -781,6 +890,11 @@ class SqliteStore final : public Store {
     return cols;
   }
 
+  std::string with_table(std::string text) const {
+    for (std::size_t p; (p = text.find("{t}")) != std::string::npos;) text.replace(p, 3, t_);
+    return text;
+  }
+
   [[noreturn]] void corrupt(const std::string& what) {
     throw Error(
         ErrorCode::corrupt, "sqlite",
@@ -813,49 +927,12 @@ class SqliteStore final : public Store {
     }
     if (version == 0) {
       // Version 1. Future versions add `if (version < N)` steps below, each in this transaction.
-      std::string ddl =
-          "CREATE TABLE " + schema +
-          " (version INTEGER NOT NULL);"
-          "INSERT INTO " +
-          schema +
-          " (version) VALUES (1);"
-          "CREATE TABLE " +
-          t +
-          " ("
-          " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-          " id BLOB NOT NULL UNIQUE,"
-          " type TEXT NOT NULL,"
-          " key TEXT NOT NULL DEFAULT '',"
-          " payload BLOB NOT NULL,"
-          " occurred_at INTEGER NOT NULL,"
-          " headers TEXT,"
-          " attempts INTEGER NOT NULL DEFAULT 0,"
-          " due_at INTEGER NOT NULL,"
-          " lease_owner TEXT,"
-          " lease_until INTEGER NOT NULL DEFAULT 0,"
-          " last_error TEXT);"
-          "CREATE INDEX " +
-          t + "_blocking ON " + t +
-          " (key, seq) WHERE attempts > 0;"
-          "CREATE TABLE " +
-          t +
-          "_dead ("
-          " seq INTEGER PRIMARY KEY, id BLOB NOT NULL UNIQUE, type TEXT NOT NULL,"
-          " key TEXT NOT NULL, payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,"
-          " attempts INTEGER NOT NULL, last_error TEXT, dead_at INTEGER NOT NULL);"
-          "CREATE TABLE " +
-          t +
-          "_archive ("
-          " seq INTEGER PRIMARY KEY, id BLOB NOT NULL, type TEXT NOT NULL, key TEXT NOT NULL,"
-          " payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,"
-          " attempts INTEGER NOT NULL, acked_at INTEGER NOT NULL);"
-          "CREATE INDEX " +
-          t + "_archive_acked ON " + t + "_archive (acked_at);";
-      writer_.exec(ddl.c_str());
+      writer_.exec(with_table(kSchemaV1).c_str());
       version = 1;
     }
-    require_columns(t, {"seq", "id", "type", "key", "payload", "occurred_at", "headers", "attempts",
-                        "due_at", "lease_owner", "lease_until", "last_error"});
+    require_columns(
+        t, {"seq", "key", "attempts", "due_at", "lease_owner", "lease_until", "last_error"});
+    require_columns(t + "_body", {"seq", "id", "type", "payload", "occurred_at", "headers"});
     require_columns(t + "_dead", {"seq", "id", "last_error", "dead_at"});
     require_columns(t + "_archive", {"seq", "id", "acked_at"});
   }
@@ -923,51 +1000,57 @@ class SqliteStore final : public Store {
     std::vector<std::string> headers(events.size());
     for (std::size_t i = 0; i < events.size(); ++i)
       if (!events[i].headers.empty()) headers[i] = encode_headers(events[i].headers);
+    std::vector<StmtPtr> owned;
+    auto prepare = [&](const std::string& sql) -> sqlite3_stmt* {
+      if (cache) return cache->prepare(sql);
+      sqlite3_stmt* s = nullptr;
+      int rc = sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &s, nullptr);
+      owned.emplace_back(s);
+      if (rc != SQLITE_OK) {
+        if (std::string(sqlite3_errmsg(db)).find("no such table") != std::string::npos)
+          throw ConfigError("the connection in TxHandle::sqlite has no table '" + t_ +
+                                "': is it open on the store's file '" + options_.path + "'?",
+                            "sqlite");
+        throw_sqlite(db, rc, "preparing the insert");
+      }
+      return s;
+    };
+    auto step = [&](sqlite3_stmt* s) {
+      int rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) return;
+      if ((rc & 0xff) == SQLITE_BUSY)
+        throw TimeoutError("sqlite",
+                           "the outbox insert could not get the write lock: begin the "
+                           "transaction with BEGIN IMMEDIATE (" +
+                               std::string(sqlite3_errmsg(db)) + ")");
+      throw_sqlite(db, rc, "inserting events");
+    };
     for (std::size_t off = 0; off < events.size(); off += kMaxRowsPerInsert) {
       std::size_t rows = std::min(kMaxRowsPerInsert, events.size() - off);
-      sqlite3_stmt* s = nullptr;
-      StmtPtr owned;
-      if (cache) {
-        s = cache->prepare(insert_sql(rows));
-      } else {
-        std::string sql = insert_sql(rows);
-        int rc = sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &s, nullptr);
-        owned.reset(s);
-        if (rc != SQLITE_OK) {
-          if (std::string(sqlite3_errmsg(db)).find("no such table") != std::string::npos)
-            throw ConfigError("the connection in TxHandle::sqlite has no table '" + t_ +
-                                  "': is it open on the store's file '" + options_.path + "'?",
-                              "sqlite");
-          throw_sqlite(db, rc, "preparing the insert");
-        }
+      {
+        Use st(prepare(insert_state_sql(rows)));
+        for (std::size_t i = 0; i < rows; ++i)
+          bind_text(st, static_cast<int>(i + 1), events[off + i].key);
+        step(st);
       }
-      Use use(s);
+      // One INSERT under the write lock numbers its rows consecutively (AUTOINCREMENT takes
+      // max + 1 per row), so the last rowid gives every row's seq.
+      std::int64_t first_seq = sqlite3_last_insert_rowid(db) - static_cast<std::int64_t>(rows) + 1;
+      Use sb(prepare(insert_body_sql(rows)));
       int p = 1;
       for (std::size_t i = off; i < off + rows; ++i) {
         const Event& e = events[i];
-        bind_blob(s, p++, e.id.bytes().data(), 16);
-        bind_text(s, p++, e.type);
-        bind_text(s, p++, e.key);
-        bind_blob(s, p++, e.payload.data(), e.payload.size());
-        sqlite3_bind_int64(s, p++, e.occurred_at.time_since_epoch().count());
+        sqlite3_bind_int64(sb, p++, first_seq + static_cast<std::int64_t>(i - off));
+        bind_blob(sb, p++, e.id.bytes().data(), 16);
+        bind_text(sb, p++, e.type);
+        bind_blob(sb, p++, e.payload.data(), e.payload.size());
+        sqlite3_bind_int64(sb, p++, e.occurred_at.time_since_epoch().count());
         if (headers[i].empty())
-          sqlite3_bind_null(s, p++);
+          sqlite3_bind_null(sb, p++);
         else
-          bind_text(s, p++, headers[i]);
+          bind_text(sb, p++, headers[i]);
       }
-      int rc = sqlite3_step(s);
-      if (rc != SQLITE_DONE) {
-        if ((rc & 0xff) == SQLITE_BUSY)
-          throw TimeoutError("sqlite",
-                             "the outbox insert could not get the write lock: begin the "
-                             "transaction with BEGIN IMMEDIATE (" +
-                                 std::string(sqlite3_errmsg(db)) + ")");
-        if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-          throw Error(ErrorCode::conflict, "sqlite",
-                      "duplicate event id in outbox '" + t_ + "': " + sqlite3_errmsg(db),
-                      std::to_string(rc));
-        throw_sqlite(db, rc, "inserting events");
-      }
+      step(sb);
     }
   }
 
@@ -992,6 +1075,23 @@ class SqliteStore final : public Store {
     notify();
   }
 
+  // A fresh lease owner: distinct for every claim of this object (an odd multiplier is a
+  // bijection modulo 2^63), random across objects and processes. Stored as an INTEGER.
+  std::int64_t next_owner() {
+    std::uint64_t n = ++claim_counter_;
+    return static_cast<std::int64_t>((owner_base_ + n * 0x9E3779B97F4A7C15ull) &
+                                     0x7FFFFFFFFFFFFFFFull);
+  }
+
+  // The owner of a batch's lease; -1 (never an owner) when the token is not ours.
+  static std::int64_t owner_of(const ClaimedBatch& batch) {
+    const std::string& o = batch.lease.owner;
+    std::int64_t v = -1;
+    auto [p, ec] = std::from_chars(o.data(), o.data() + o.size(), v);
+    if (ec != std::errc{} || p != o.data() + o.size() || v < 0) return -1;
+    return v;
+  }
+
   std::vector<std::int64_t> seqs_of(const ClaimedBatch& batch, std::span<const EventId> ids) {
     std::vector<std::int64_t> seqs;
     if (ids.size() == batch.events.size()) {
@@ -1010,6 +1110,13 @@ class SqliteStore final : public Store {
   }
 
   // --- wake-up helpers ---
+
+  // The database's clock, read once per claim.
+  static std::int64_t db_now_ms(Conn& c) {
+    Use s(c.prepare(std::string("SELECT ") + kNowMs));
+    step_row(c.db(), s, "reading the database clock");
+    return sqlite3_column_int64(s, 0);
+  }
 
   static std::uint64_t data_version(Conn& c) {
     Use s(c.prepare("PRAGMA data_version"));
@@ -1053,7 +1160,8 @@ class SqliteStore final : public Store {
   const bool memory_;
   std::string path_;  // canonical
   std::shared_ptr<FileShared> shared_;
-  std::string instance_;  // lease owner prefix: pid + random
+  std::uint64_t owner_base_ =
+      0;  // random per store object: lease owners of different objects differ
   std::atomic<std::uint64_t> claim_counter_{0};
 
   Conn writer_;  // guarded by shared_->write_lock
@@ -1067,6 +1175,8 @@ class SqliteStore final : public Store {
   std::mutex prune_mu_;
   SteadyClock::time_point next_prune_{};  // guarded by prune_mu_
 
+  std::string bodies_sql_, delete_orphan_bodies_sql_, delete_body_seq_sql_, retry_one_body_sql_,
+      retry_all_body_sql_;
   std::string claim_ordered_sql_, claim_unordered_sql_, ack_sql_, ack_archive_sql_, prune_sql_,
       nack_retry_sql_, nack_dead_sql_, delete_seq_sql_, release_sql_, renew_sql_, renew_lost_sql_,
       stats_sql_, count_dead_sql_, count_archive_sql_, list_sql_, list_dead_sql_, retry_one_sql_,
