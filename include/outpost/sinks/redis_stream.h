@@ -5,13 +5,16 @@
 //
 // STREAM may contain `{type}` (`events.{type}`), replaced by the event type.
 //
-// Each event is one entry, appended with one pipelined round trip per batch:
+// Each event is one entry; a batch is one pipelined MULTI/EXEC transaction (one round trip):
 //   XADD STREAM * id <event id> type <type> key <key> payload <payload>
 //                 occurred_at <RFC 3339> headers <JSON object>
-// The XADD reply confirms the entry (guarantee 3); an error reply fails that event with Redis's
-// text, a broken connection fails the events whose replies did not arrive (they may have been
-// added: consumers deduplicate by the `id` field). Once an event of a key failed, later events
-// of that key in the batch are reported `skipped` (they may be in the stream already).
+// The EXEC reply confirms the entries (guarantee 3). The transaction makes a batch all or
+// nothing, so an error reply (-LOADING after a restart, -OOM) fails the whole batch and no later
+// event of a key can land while an earlier one is missing; a broken connection fails the batch
+// "in doubt" (it may have been added as a whole: consumers deduplicate by the `id` field). A
+// command error at run time (-WRONGTYPE: the stream name is taken by another type) fails only
+// that event; later events of its key in the batch are reported `skipped` although they were
+// added to their (other) streams. Redis Cluster is not supported by this sink (one node).
 //
 // Trimming (`maxlen=N`, 0/absent = never trim): every `trim_every` appended entries (default
 // max(N/10, 100)) the sink trims the stream to about N entries, but never removes an entry a

@@ -122,6 +122,12 @@ class RedisStreamSink final : public Sink {
       }
     }
 
+    // MULTI ... EXEC: the batch is applied all or nothing, so an error reply in the middle
+    // (-LOADING right after a restart, -OOM) can never let a later event of a key into the
+    // stream while an earlier one of that key is missing. Still one round trip.
+    static const char* kMulti[] = {"MULTI"};
+    static const size_t kMultiLen[] = {5};
+    redisAppendCommandArgv(ctx_.get(), 1, kMulti, kMultiLen);
     std::vector<std::string> streams(events.size());
     for (std::size_t i = 0; i < events.size(); ++i) {
       const auto& e = events[i];
@@ -164,23 +170,10 @@ class RedisStreamSink final : public Sink {
       redisAppendCommandArgv(ctx_.get(), 15, argv, lens);
     }
 
-    for (std::size_t i = 0; i < events.size(); ++i) {
-      void* raw = nullptr;
-      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {
-        // Connection broken: the commands whose replies are missing may or may not have run.
-        std::string why = "redis-stream " + host_port() + ": " + ctx_->errstr +
-                          " (reply lost; the entry may have been added)";
-        for (std::size_t j = i; j < events.size(); ++j) results[j] = DeliveryResult::failed(why);
-        ctx_.reset();
-        break;
-      }
-      ReplyPtr reply(static_cast<redisReply*>(raw));
-      if (reply->type == REDIS_REPLY_ERROR)
-        results[i] = DeliveryResult::failed("redis-stream XADD " + streams[i] + ": " +
-                                            std::string(reply->str, reply->len));
-      else
-        results[i] = DeliveryResult::delivered();
-    }
+    static const char* kExec[] = {"EXEC"};
+    static const size_t kExecLen[] = {4};
+    redisAppendCommandArgv(ctx_.get(), 1, kExec, kExecLen);
+    read_transaction(events.size(), streams, results);
     hold_back_failed_keys(events, results);
 
     if (ctx_ && config_.maxlen > 0) {
@@ -197,6 +190,49 @@ class RedisStreamSink final : public Sink {
 
  private:
   std::string host_port() const { return config_.host + ":" + std::to_string(config_.port); }
+
+  // Reads the replies of MULTI, the n queued XADDs and EXEC into `results`.
+  void read_transaction(std::size_t n, const std::vector<std::string>& streams,
+                        std::vector<DeliveryResult>& results) {
+    auto fail_all = [&](const std::string& why) {
+      for (auto& r : results) r = DeliveryResult::failed(why);
+    };
+    std::string queue_error;  // first command rejected at queue time: EXEC will abort
+    for (std::size_t i = 0; i < n + 2; ++i) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {
+        // Connection broken: the transaction may or may not have run (all or nothing).
+        fail_all("redis-stream " + host_port() + ": " + ctx_->errstr +
+                 " (reply lost; the batch may have been added)");
+        ctx_.reset();
+        return;
+      }
+      ReplyPtr reply(static_cast<redisReply*>(raw));
+      if (i < n + 1) {  // MULTI, then one QUEUED per XADD
+        if (reply->type == REDIS_REPLY_ERROR && queue_error.empty())
+          queue_error = (i == 0 ? std::string("MULTI") : "XADD " + streams[i - 1]) + ": " +
+                        std::string(reply->str, reply->len);
+        continue;
+      }
+      // EXEC: an array of per-command replies, or an error/nil when the transaction aborted.
+      if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n) {
+        std::string why = queue_error;
+        if (why.empty() && reply->type == REDIS_REPLY_ERROR)
+          why = "EXEC: " + std::string(reply->str, reply->len);
+        if (why.empty()) why = "EXEC returned no results";
+        fail_all("redis-stream " + why + " (nothing of the batch was added)");
+        return;
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        const redisReply* r = reply->element[k];
+        if (r->type == REDIS_REPLY_ERROR)
+          results[k] = DeliveryResult::failed("redis-stream XADD " + streams[k] + ": " +
+                                              std::string(r->str, r->len));
+        else
+          results[k] = DeliveryResult::delivered();
+      }
+    }
+  }
 
   // Returns an error text, empty on success.
   std::string connect() {
