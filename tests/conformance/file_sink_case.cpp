@@ -1,0 +1,218 @@
+// Registers the file sink with the sink conformance suite, plus the file-specific tests:
+// lines parse back with event_from_json, data is on disk when deliver() returns, rotation,
+// standard output, and clear errors for a bad directory or URL.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "outpost/error.h"
+#include "outpost/json.h"
+#include "outpost/sinks/file.h"
+#include "sink_cases.h"
+
+namespace outpost::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/outpost-file-sink-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed for " + tmpl);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<ReceivedEvent> parse_lines(const std::string& path) {
+  std::vector<ReceivedEvent> out;
+  for (const auto& line : read_lines(path)) {
+    Event e = event_from_json(line);  // throws (fails the test) on a torn or bad line
+    ReceivedEvent r;
+    r.id = e.id.str();
+    r.type = e.type;
+    r.key = e.key;
+    r.payload = e.payload;
+    for (const auto& [k, v] : e.headers) r.headers.emplace_back(k, v);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+const bool registered = register_sink_case({
+    .name = "file",
+    .unavailable_reason = [] { return std::string(); },
+    .make =
+        [] {
+          auto dir = std::make_shared<TempDir>();
+          std::string path = dir->path() + "/events.jsonl";
+          SinkFixture f;
+          f.url = "file:" + path;
+          f.sink = open_file_sink(f.url);
+          // The file is written synchronously: what deliver() confirmed is already there.
+          f.read_back = [path](std::size_t) { return parse_lines(path); };
+          f.cleanup = [dir]() mutable { dir.reset(); };
+          return f;
+        },
+});
+
+StoredEvent make_event(int i, std::string key = "k") {
+  StoredEvent e;
+  e.id = EventId::generate();
+  e.type = "thing.happened";
+  e.key = std::move(key);
+  e.payload = R"({"i":)" + std::to_string(i) + "}";
+  e.occurred_at = now();
+  e.headers.emplace("traceparent", "00-abc-def-01");
+  e.seq = i;
+  e.attempts = 3;
+  return e;
+}
+
+TEST(FileSink, LinesAreTheDocumentedJsonEncoding) {
+  TempDir dir;
+  std::string path = dir.path() + "/out.jsonl";
+  auto sink = open_file_sink("file:" + path);
+  EXPECT_EQ(sink->name(), "file");
+  std::vector<StoredEvent> events = {make_event(1), make_event(2, "")};
+  events[1].payload = "not json at all";
+  auto results = sink->deliver(events);
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.error;
+
+  auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 2u);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto j = nlohmann::json::parse(lines[i]);
+    EXPECT_EQ(j.at("id"), events[i].id.str());
+    EXPECT_EQ(j.at("type"), "thing.happened");
+    EXPECT_EQ(j.at("key"), events[i].key);
+    EXPECT_EQ(j.at("attempts"), 3);
+    EXPECT_EQ(j.at("occurred_at"), format_rfc3339(events[i].occurred_at));
+    EXPECT_EQ(j.at("headers").at("traceparent"), "00-abc-def-01");
+    Event back = event_from_json(lines[i]);
+    EXPECT_EQ(back.id, events[i].id);
+    EXPECT_EQ(back.occurred_at, events[i].occurred_at);
+  }
+  // A JSON payload is embedded as a value; anything else is carried as a string.
+  EXPECT_EQ(nlohmann::json::parse(lines[0]).at("payload").at("i"), 1);
+  EXPECT_EQ(nlohmann::json::parse(lines[1]).at("payload"), "not json at all");
+}
+
+TEST(FileSink, DataIsOnDiskWhenDeliverReturnsAndAppendsAcrossReopen) {
+  TempDir dir;
+  std::string path = dir.path() + "/out.jsonl";
+  {
+    auto sink = open_file_sink("file:" + path);
+    std::vector<StoredEvent> batch = {make_event(1), make_event(2)};
+    ASSERT_TRUE(sink->deliver(batch)[1].ok());
+    // Read through a different descriptor while the sink is still open: nothing is buffered.
+    EXPECT_EQ(read_lines(path).size(), 2u);
+  }
+  auto again = open_file_sink("file://" + path);  // the file:///abs form; appends, never truncates
+  std::vector<StoredEvent> batch = {make_event(3)};
+  ASSERT_TRUE(again->deliver(batch)[0].ok());
+  EXPECT_EQ(parse_lines(path).size(), 3u);
+}
+
+TEST(FileSink, ReopensAfterRotation) {
+  TempDir dir;
+  std::string path = dir.path() + "/out.jsonl";
+  auto sink = open_file_sink("file:" + path);
+  std::vector<StoredEvent> first = {make_event(1)};
+  ASSERT_TRUE(sink->deliver(first)[0].ok());
+  fs::rename(path, path + ".1");  // what logrotate does
+  std::vector<StoredEvent> second = {make_event(2), make_event(3)};
+  auto results = sink->deliver(second);
+  ASSERT_TRUE(results[0].ok()) << results[0].error;
+  EXPECT_EQ(parse_lines(path + ".1").size(), 1u);
+  auto fresh = parse_lines(path);
+  ASSERT_EQ(fresh.size(), 2u);
+  EXPECT_EQ(fresh[0].id, second[0].id.str());
+}
+
+TEST(FileSink, MissingDirectoryIsAConfigErrorNamingThePath) {
+  TempDir dir;
+  std::string path = dir.path() + "/no/such/dir/out.jsonl";
+  try {
+    open_file_sink("file:" + path);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FileSink, DirectoryRemovedAfterOpenFailsTheBatchWithTheErrnoText) {
+  auto dir = std::make_unique<TempDir>();
+  std::string path = dir->path() + "/out.jsonl";
+  auto sink = open_file_sink("file:" + path);
+  dir.reset();  // the file and its directory are gone; the sink must notice and not ack
+  std::vector<StoredEvent> batch = {make_event(1), make_event(2, "other")};
+  auto results = sink->deliver(batch);
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, DeliveryResult::Status::failed);
+    EXPECT_NE(r.error.find(path), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("No such file or directory"), std::string::npos) << r.error;
+  }
+}
+
+TEST(FileSink, PathThatIsADirectoryIsAConfigError) {
+  TempDir dir;
+  EXPECT_THROW(open_file_sink("file:" + dir.path()), ConfigError);
+}
+
+TEST(FileSink, BadUrlsAreConfigErrorsNamingThePart) {
+  try {
+    open_file_sink("file:/tmp/x.jsonl?fsync=0");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fsync"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(open_file_sink("file:"), ConfigError);
+  EXPECT_THROW(open_file_sink("http://host/x"), ConfigError);
+  EXPECT_THROW(open_file_sink("file://otherhost/tmp/x"), ConfigError);
+}
+
+TEST(FileSink, DashWritesToStandardOutput) {
+  auto sink = open_file_sink("file:-");
+  std::vector<StoredEvent> batch = {make_event(7)};
+  ::testing::internal::CaptureStdout();
+  auto results = sink->deliver(batch);
+  std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(results[0].ok()) << results[0].error;
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back(), '\n');
+  EXPECT_EQ(event_from_json(out).id, batch[0].id);
+}
+
+}  // namespace
+}  // namespace outpost::testing
