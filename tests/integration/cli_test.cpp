@@ -332,5 +332,35 @@ TEST_F(CliTest, RelayExitsZeroOnSigint) {
   EXPECT_NE(read_file(dir_ / "relay.log").find("delivered 0"), std::string::npos);
 }
 
+TEST_F(CliTest, BenchPrintsTheDesignJsonLastWithABaseline) {
+  auto r = run_cli({"bench", "--store", "sqlite:" + dir_ / "bench.db", "--events", "3000", "--rate",
+                    "500", "--latency-seconds", "0.4", "--json"},
+                   {}, 120s);
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto lines = lines_of(r.out);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(r.out.find("events/s"), std::string::npos) << "a readable table comes first";
+  auto j = json::parse(lines.back());
+  for (const char* field : {"events", "events_per_s", "p50_ms", "p99_ms", "max_ms", "peak_rss_mb",
+                            "baseline_events_per_s", "ratio"})
+    EXPECT_TRUE(j.contains(field)) << field << " missing: " << lines.back();
+  EXPECT_EQ(j["events"], 3000);
+  EXPECT_GT(j["events_per_s"].get<double>(), 0);
+  EXPECT_GT(j["baseline_events_per_s"].get<double>(), 0);
+  EXPECT_NEAR(j["ratio"].get<double>(),
+              j["events_per_s"].get<double>() / j["baseline_events_per_s"].get<double>(), 1e-3);
+  EXPECT_EQ(j["latency_samples"], 200);
+  EXPECT_LE(j["p50_ms"].get<double>(), j["p99_ms"].get<double>());
+  EXPECT_LE(j["p99_ms"].get<double>(), j["max_ms"].get<double>());
+  EXPECT_GT(j["peak_rss_mb"].get<double>(), 1.0);
+}
+
+TEST_F(CliTest, BenchRefusesAStoreWithUndeliveredEvents) {
+  emit_n(1);
+  auto r = run_cli({"bench", "--store", store(), "--events", "10", "--json"});
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find("undelivered"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace outpost::testing
