@@ -193,6 +193,33 @@ TEST_F(SqliteStoreTest, EventsSurviveReopening) {
   EXPECT_EQ(batch.events[1].payload, "2");
 }
 
+// The claim reads bodies by range when the claimed seqs are dense and through a list when a
+// long blocked run lies between them: both must return the right rows.
+TEST_F(SqliteStoreTest, OrderedClaimSkipsALongBlockedRun) {
+  auto owned = open_sqlite_store("sqlite:" + path());
+  Store& s = *owned;
+  std::vector<Event> head{Event::make("t", "{}", "k")};
+  s.append(head);
+  auto first = s.claim(10, 10s);
+  ASSERT_EQ(first.events.size(), 1u);
+  std::vector<Event> events{Event::make("free", "first", "")};
+  for (int i = 0; i < 60; ++i) events.push_back(Event::make("t", std::to_string(i), "k"));
+  events.push_back(Event::make("free", "last", "j"));
+  s.append(events);
+  auto second = s.claim(10, 10s);  // only the two events around k's blocked run
+  ASSERT_EQ(second.events.size(), 2u);
+  EXPECT_EQ(second.events[0].id, events.front().id);
+  EXPECT_EQ(second.events[0].payload, "first");
+  EXPECT_EQ(second.events[1].id, events.back().id);
+  EXPECT_EQ(second.events[1].payload, "last");
+  EXPECT_EQ(second.events[1].key, "j");
+  EXPECT_EQ(s.ack(second, ids_of(second.events)), 2u);
+  EXPECT_EQ(s.ack(first, ids_of(first.events)), 1u);
+  auto third = s.claim(100, 10s);
+  ASSERT_EQ(third.events.size(), 60u);
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(third.events[i].payload, std::to_string(i));
+}
+
 // --- the user's transaction ----------------------------------------------------------------------
 
 TEST_F(SqliteStoreTest, TxHandleMustBeInsideBeginOnTheStoresFile) {

@@ -403,12 +403,25 @@ class SqliteStore final : public Store {
       std::sort(claimed.begin(), claimed.end());
       std::vector<std::int64_t> seqs;
       for (const auto& cl : claimed) seqs.push_back(cl.seq);
-      std::string list = json_seqs(seqs);
-      Use b(c.prepare(bodies_sql_));
-      bind_text(b, 1, list);
+      // Mostly a contiguous run of seqs: read the range and skip the few rows of other batches;
+      // a sparse set is looked up through a JSON list instead.
+      const std::int64_t first = seqs.front(), last = seqs.back();
+      const bool dense = last - first < 2 * static_cast<std::int64_t>(seqs.size()) + 16;
+      std::string list = dense ? std::string() : json_seqs(seqs);
+      Use b(c.prepare(dense ? bodies_range_sql_ : bodies_sql_));
+      if (dense) {
+        sqlite3_bind_int64(b, 1, first);
+        sqlite3_bind_int64(b, 2, last);
+      } else {
+        bind_text(b, 1, list);
+      }
       batch.events.reserve(claimed.size());
-      while (step_row(c.db(), b, "reading claimed events"))
+      std::size_t next = 0;
+      while (next < seqs.size() && step_row(c.db(), b, "reading claimed events")) {
+        if (sqlite3_column_int64(b, 0) != seqs[next]) continue;  // another batch's row
         read_event(b, batch.events.emplace_back());
+        ++next;
+      }
       if (batch.events.size() != claimed.size())
         throw Error(ErrorCode::corrupt, "sqlite",
                     "outbox '" + t_ + "': claimed events without a row in '" + t_ + "_body'");
@@ -429,7 +442,21 @@ class SqliteStore final : public Store {
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     auto seqs = seqs_of(batch, ids);
     if (seqs.empty()) return 0;
-    std::string list = json_seqs(seqs);
+    auto [lo, hi] = std::minmax_element(seqs.begin(), seqs.end());
+    const std::int64_t first = *lo, last = *hi;
+    // Acking the whole batch (the usual case): the lease owner is unique per claim, so its rows
+    // in [first, last] are exactly the batch; a range scan beats parsing a JSON list.
+    const bool whole = seqs.size() == batch.events.size();
+    std::string list = whole ? std::string() : json_seqs(seqs);
+    auto bind_set = [&](sqlite3_stmt* st) {
+      sqlite3_bind_int64(st, 1, owner_of(batch));
+      if (whole) {
+        sqlite3_bind_int64(st, 2, first);
+        sqlite3_bind_int64(st, 3, last);
+      } else {
+        bind_text(st, 2, list);
+      }
+    };
     bool prune = false;
     if (options_.store.archive && options_.store.archive_retention.count() > 0) {
       auto t = SteadyClock::now();
@@ -441,19 +468,19 @@ class SqliteStore final : public Store {
     }
     return write_txn([&](Conn& c) {
       if (options_.store.archive) {
-        Use a(c.prepare(ack_archive_sql_));
-        sqlite3_bind_int64(a, 1, owner_of(batch));
-        bind_text(a, 2, list);
+        Use a(c.prepare(whole ? ack_archive_range_sql_ : ack_archive_sql_));
+        bind_set(a);
         run(c.db(), a, "archiving acked events");
       }
-      Use d(c.prepare(ack_sql_));
-      sqlite3_bind_int64(d, 1, owner_of(batch));
-      bind_text(d, 2, list);
+      Use d(c.prepare(whole ? ack_range_sql_ : ack_sql_));
+      bind_set(d);
       std::size_t n = static_cast<std::size_t>(run(c.db(), d, "acking events"));
       if (n > 0) {
-        // Bodies whose state row is gone: exactly the ones acked just now.
+        // Bodies in the range whose state row is gone: exactly the ones acked just now (state
+        // and body rows are only ever written together, in one transaction).
         Use db(c.prepare(delete_orphan_bodies_sql_));
-        bind_text(db, 1, list);
+        sqlite3_bind_int64(db, 1, first);
+        sqlite3_bind_int64(db, 2, last);
         run(c.db(), db, "acking events");
       }
       if (prune) {
@@ -708,16 +735,20 @@ class SqliteStore final : public Store {
     std::string joined = t + " AS s JOIN " + body + " AS b ON b.seq = s.seq";
     bodies_sql_ = "SELECT seq, id, type, '', payload, occurred_at, headers, 0 FROM " + body +
                   " WHERE seq IN (SELECT value FROM json_each(?1)) ORDER BY seq";
+    bodies_range_sql_ = "SELECT seq, id, type, '', payload, occurred_at, headers, 0 FROM " + body +
+                        " WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq";
     ack_sql_ = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND " + in_list;
+    ack_range_sql_ = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND seq BETWEEN ?2 AND ?3";
     delete_orphan_bodies_sql_ = "DELETE FROM " + body +
-                                " WHERE seq IN (SELECT value FROM json_each(?1)) AND seq NOT IN "
-                                "(SELECT seq FROM " +
-                                t +
-                                " WHERE seq IN (SELECT value FROM "
-                                "json_each(?1)))";
+                                " WHERE seq BETWEEN ?1 AND ?2 AND NOT EXISTS "
+                                "(SELECT 1 FROM " +
+                                t + " AS s WHERE s.seq = " + body + ".seq)";
     ack_archive_sql_ = "INSERT OR REPLACE INTO " + t + "_archive (" + kEventColumns +
                        ", acked_at) SELECT " + full + ", " + now + " FROM " + joined +
                        " WHERE s.lease_owner = ?1 AND s." + in_list;
+    ack_archive_range_sql_ = "INSERT OR REPLACE INTO " + t + "_archive (" + kEventColumns +
+                             ", acked_at) SELECT " + full + ", " + now + " FROM " + joined +
+                             " WHERE s.lease_owner = ?1 AND s.seq BETWEEN ?2 AND ?3";
     prune_sql_ = "DELETE FROM " + t + "_archive WHERE acked_at < " + now + " - ?1";
     nack_retry_sql_ = "UPDATE " + t + " SET lease_owner = NULL, lease_until = 0, due_at = " + now +
                       " + ?1, last_error = ?2 WHERE seq = ?3 AND lease_owner = ?4";
@@ -1175,6 +1206,7 @@ class SqliteStore final : public Store {
   std::mutex prune_mu_;
   SteadyClock::time_point next_prune_{};  // guarded by prune_mu_
 
+  std::string bodies_range_sql_, ack_range_sql_, ack_archive_range_sql_;
   std::string bodies_sql_, delete_orphan_bodies_sql_, delete_body_seq_sql_, retry_one_body_sql_,
       retry_all_body_sql_;
   std::string claim_ordered_sql_, claim_unordered_sql_, ack_sql_, ack_archive_sql_, prune_sql_,
