@@ -20,6 +20,13 @@
 #include "outpost/store.h"
 #include "store_cases.h"
 
+namespace outpost::testing {
+// Prints a case by its name (not its bytes) in test listings and failure messages.
+void PrintTo(const StoreCase& store_case, std::ostream* os) {
+  *os << store_case.name;
+}
+}  // namespace outpost::testing
+
 namespace outpost {
 namespace {
 
