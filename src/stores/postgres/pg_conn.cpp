@@ -32,6 +32,9 @@ ConnPtr connect(const Endpoint& ep) {
   if (PQstatus(conn.get()) != CONNECTION_OK)
     throw ConnectionError("postgres", "cannot connect to PostgreSQL at " + ep.where + ": " +
                                           trim(PQerrorMessage(conn.get())));
+  // NOTICEs (e.g. "relation already exists, skipping") are not for the user's terminal.
+  PQsetNoticeProcessor(
+      conn.get(), [](void*, const char*) {}, nullptr);
   return conn;
 }
 

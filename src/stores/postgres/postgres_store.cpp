@@ -5,8 +5,8 @@
 // Ordered claims across several relays: a key's events are claimable only when the key's head
 // (its lowest live seq) is locked by this very statement (FOR UPDATE SKIP LOCKED). A relay that
 // skips a row locked by another relay's claim in progress therefore drops that key entirely, and
-// keys with an outstanding (leased or retry-waiting) event are excluded up front through a small
-// partial index on the busy rows. See docs/postgres.md for the reasoning and measurements.
+// a candidate whose key has an earlier non-claimable event (leased, waiting to retry) is excluded
+// by an index probe. See docs/postgres.md for the reasoning and measurements.
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -18,6 +18,8 @@
 #include <condition_variable>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/append_check.h"
@@ -196,6 +198,17 @@ class PostgresStore final : public Store {
   }
 
   ~PostgresStore() override {
+    try {
+      flush();
+    } catch (...) {
+      // Destructors never throw; unflushed settlements mean redelivery, never loss.
+    }
+    {
+      std::lock_guard lock(session_mu_);
+      stop_flusher_ = true;
+    }
+    flusher_cv_.notify_all();
+    if (flusher_.joinable()) flusher_.join();
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
@@ -259,10 +272,18 @@ class PostgresStore final : public Store {
     p.text(batch.lease.owner);
     p.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
     p.text(std::to_string(max));
-    auto c = pool_.get();
     bool ordered = order == ClaimOrder::ordered;
-    auto r = pg::exec_prepared(config_.endpoint, *c, ordered ? "claim_ordered" : "claim_any",
-                               ordered ? sql_claim_ordered_ : sql_claim_any_, p, "claim");
+    pg::ResultPtr r;
+    {
+      std::lock_guard lock(session_mu_);
+      try {
+        r = claim_on_session(ordered ? "claim_ordered" : "claim_any",
+                             ordered ? sql_claim_ordered_ : sql_claim_any_, p);
+      } catch (...) {
+        drop_session();
+        throw;
+      }
+    }
     int n = PQntuples(r.get());
     batch.events.resize(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) read_event(r.get(), i, batch.events[static_cast<std::size_t>(i)]);
@@ -277,25 +298,25 @@ class PostgresStore final : public Store {
     pg::Params p;
     p.text(batch.lease.owner);
     p.text(pg::int_array(seqs));
-    auto c = pool_.get();
+    if (!options_.archive)
+      return settle(true, [&](pg::Conn& c) {
+        return tuples(pg::exec_prepared(config_.endpoint, c, "ack", sql_ack_, p, "ack").get());
+      });
+    auto archive = [&](pg::Conn& c) {
+      return tuples(
+          pg::exec_prepared(config_.endpoint, c, "ack_archive", sql_ack_archive_, p, "ack").get());
+    };
     std::size_t n = 0;
-    if (!options_.archive) {
-      auto r = pg::exec_prepared(config_.endpoint, *c, "ack", sql_ack_, p, "ack");
-      n = tuples(r.get());
-    } else {
-      try {
-        auto r = pg::exec_prepared(config_.endpoint, *c, "ack_archive", sql_ack_archive_, p, "ack");
-        n = tuples(r.get());
-      } catch (const Error& e) {
-        // 23514: no archive partition for this time yet (the clock crossed into a new
-        // day/hour faster than maintenance ran): create it and try once more.
-        if (e.native_code() != "23514") throw;
-        maintain_archive(true);
-        auto r = pg::exec_prepared(config_.endpoint, *c, "ack_archive", sql_ack_archive_, p, "ack");
-        n = tuples(r.get());
-      }
-      maintain_archive(false);
+    try {
+      n = settle(true, archive);
+    } catch (const Error& e) {
+      // 23514: no archive partition for this time yet (the clock crossed into a new day/hour
+      // before maintenance ran): create it and try once more.
+      if (e.native_code() != "23514") throw;
+      maintain_archive(true);
+      n = settle(true, archive);
     }
+    maintain_archive(false);
     return n;
   }
 
@@ -316,9 +337,10 @@ class PostgresStore final : public Store {
     p.text(pg::int_array(seqs));
     p.text(text_array(errors));
     p.text(pg::int_array(retry_ms));
-    auto c = pool_.get();
-    auto r = pg::exec_prepared(config_.endpoint, *c, "nack", sql_nack_, p, "nack");
-    return static_cast<std::size_t>(pg::get_i64(r.get(), 0, 0));
+    return settle(true, [&](pg::Conn& c) {
+      auto r = pg::exec_prepared(config_.endpoint, c, "nack", sql_nack_, p, "nack");
+      return static_cast<std::size_t>(pg::get_i64(r.get(), 0, 0));
+    });
   }
 
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
@@ -327,9 +349,10 @@ class PostgresStore final : public Store {
     pg::Params p;
     p.text(batch.lease.owner);
     p.text(pg::int_array(seqs));
-    auto c = pool_.get();
-    auto r = pg::exec_prepared(config_.endpoint, *c, "release", sql_release_, p, "release");
-    return static_cast<std::size_t>(pg::get_i64(r.get(), 0, 0));
+    return settle(true, [&](pg::Conn& c) {
+      auto r = pg::exec_prepared(config_.endpoint, c, "release", sql_release_, p, "release");
+      return static_cast<std::size_t>(pg::get_i64(r.get(), 0, 0));
+    });
   }
 
   bool renew(const ClaimedBatch& batch, Duration lease) override {
@@ -340,12 +363,16 @@ class PostgresStore final : public Store {
     p.text(batch.lease.owner);
     p.text(pg::int_array(seqs));
     p.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
-    auto c = pool_.get();
-    auto r = pg::exec_prepared(config_.endpoint, *c, "renew", sql_renew_, p, "renew");
-    return pg::get_i64(r.get(), 0, 0) == 0;
+    // Joins an open settlement transaction (it may hold rows of this batch) but never opens
+    // one: a renewal must take effect now, not at the next claim.
+    return settle(false, [&](pg::Conn& c) {
+      auto r = pg::exec_prepared(config_.endpoint, c, "renew", sql_renew_, p, "renew");
+      return pg::get_i64(r.get(), 0, 0) == 0;
+    });
   }
 
   StoreStats stats() override {
+    flush();  // read our own settlements
     pg::Params p;
     p.text(options_.archive ? "1" : "0");
     auto c = pool_.get();
@@ -360,6 +387,7 @@ class PostgresStore final : public Store {
   }
 
   std::vector<StoredEvent> list(std::size_t limit) override {
+    flush();  // read our own settlements
     pg::Params p;
     p.text(std::to_string(limit));
     auto c = pool_.get();
@@ -370,6 +398,7 @@ class PostgresStore final : public Store {
   }
 
   std::vector<DeadEvent> dead(std::size_t limit) override {
+    flush();  // read our own settlements
     pg::Params p;
     p.text(std::to_string(limit));
     auto c = pool_.get();
@@ -385,6 +414,7 @@ class PostgresStore final : public Store {
   }
 
   std::size_t retry(std::span<const EventId> ids) override {
+    flush();  // read our own settlements
     if (ids.empty()) return 0;
     pg::Params p;
     p.text(uuid_array_text({ids.begin(), ids.end()}));
@@ -394,6 +424,7 @@ class PostgresStore final : public Store {
   }
 
   std::size_t retry_all() override {
+    flush();  // read our own settlements
     pg::Params p;
     auto c = pool_.get();
     auto r = pg::exec_prepared(config_.endpoint, *c, "retry_all", sql_retry_all_, p, "retry");
@@ -401,6 +432,7 @@ class PostgresStore final : public Store {
   }
 
   std::size_t discard(std::span<const EventId> ids) override {
+    flush();  // read our own settlements
     if (ids.empty()) return 0;
     pg::Params p;
     p.text(uuid_array_text({ids.begin(), ids.end()}));
@@ -410,6 +442,7 @@ class PostgresStore final : public Store {
   }
 
   std::size_t discard_all() override {
+    flush();  // read our own settlements
     pg::Params p;
     auto c = pool_.get();
     auto r = pg::exec_prepared(config_.endpoint, *c, "discard_all", "DELETE FROM " + names_.dead, p,
@@ -421,6 +454,11 @@ class PostgresStore final : public Store {
   // a condition variable that the owner signals when it returns.
   void wait_for_work(Duration max) override {
     auto deadline = SteadyClock::now() + max;
+    try {
+      flush();  // going idle: settlements must not wait for a claim that may not come soon
+    } catch (const Error&) {
+      // Lost with the connection: those events are redelivered (at least once).
+    }
     std::unique_lock lock(mu_);
     std::uint64_t gen = generation_, intr = interrupts_;
     if (listening_) {
@@ -451,6 +489,120 @@ class PostgresStore final : public Store {
   }
 
  private:
+  // --- the settlement session ---------------------------------------------------------------
+  // ack, nack and release run in a transaction left open on the session connection; the next
+  // claim commits it in the same pipeline (claim; COMMIT; one round trip), so one WAL flush
+  // covers a batch's settlement and the next claim. The rows stay locked until then, so other
+  // relays skip them. Reads and wait_for_work() commit first. If the commit is lost with the
+  // connection, those events are delivered again: at least once, never lost.
+
+  void ensure_session() {  // caller holds session_mu_
+    if (!session_ || pg::broken(session_->pg.get())) {
+      session_.reset();
+      session_open_ = false;
+      auto c = std::make_unique<pg::Conn>();
+      c->pg = pg::connect(config_.endpoint);
+      session_ = std::move(c);
+    }
+  }
+
+  void drop_session() {  // caller holds session_mu_; closing rolls back on the server
+    session_.reset();
+    session_open_ = false;
+  }
+
+  template <class F>
+  auto settle(bool open_transaction, F&& f) -> std::invoke_result_t<F&, pg::Conn&> {
+    std::lock_guard lock(session_mu_);
+    try {
+      ensure_session();
+      if (open_transaction && !session_open_) {
+        pg::exec_simple(config_.endpoint, session_->pg.get(), "BEGIN", "settle");
+        session_open_ = true;
+        ++session_txn_;
+        start_flusher();
+        flusher_cv_.notify_one();
+      }
+      return f(*session_);
+    } catch (...) {
+      drop_session();
+      throw;
+    }
+  }
+
+  // Commits settlements that no claim picked up within kSettleLinger (a relay that stopped, a
+  // caller using the Store API by hand), so rows are never left locked for long.
+  static constexpr auto kSettleLinger = std::chrono::milliseconds(50);
+
+  void start_flusher() {  // caller holds session_mu_
+    if (flusher_.joinable()) return;
+    flusher_ = std::thread([this] {
+      std::unique_lock lock(session_mu_);
+      while (!stop_flusher_) {
+        if (!session_open_) {
+          flusher_cv_.wait(lock);
+          continue;
+        }
+        auto txn = session_txn_;
+        flusher_cv_.wait_for(lock, kSettleLinger);
+        if (stop_flusher_ || !session_open_ || txn != session_txn_) continue;
+        try {
+          pg::exec_simple(config_.endpoint, session_->pg.get(), "COMMIT", "commit settlements");
+          session_open_ = false;
+        } catch (...) {
+          drop_session();  // redelivered later: at least once
+        }
+      }
+    });
+  }
+
+  void flush() {
+    std::lock_guard lock(session_mu_);
+    if (!session_open_) return;
+    try {
+      pg::exec_simple(config_.endpoint, session_->pg.get(), "COMMIT", "commit settlements");
+      session_open_ = false;
+    } catch (...) {
+      drop_session();
+      throw;
+    }
+  }
+
+  // Runs a claim on the session; with settlements pending, claim and COMMIT go out in one
+  // pipeline. Caller holds session_mu_.
+  pg::ResultPtr claim_on_session(const char* name, const std::string& sql, pg::Params& p) {
+    ensure_session();
+    pg::Conn& c = *session_;
+    if (!session_open_) return pg::exec_prepared(config_.endpoint, c, name, sql, p, "claim");
+    PGconn* conn = c.pg.get();
+    const auto& ep = config_.endpoint;
+    if (!c.prepared.contains(name)) {
+      pg::ResultPtr prep(PQprepare(conn, name, sql.c_str(), 0, nullptr));
+      if (!prep || PQresultStatus(prep.get()) != PGRES_COMMAND_OK)
+        pg::throw_error(ep, conn, prep.get(), "claim (prepare)");
+      c.prepared.insert(name);
+    }
+    if (!PQenterPipelineMode(conn) ||
+        !PQsendQueryPrepared(conn, name, p.size(), p.values(), p.lengths(), p.formats(), 1) ||
+        !PQsendQueryParams(conn, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0) ||
+        !PQpipelineSync(conn))
+      pg::throw_error(ep, conn, nullptr, "claim");
+    pg::ResultPtr claimed(PQgetResult(conn));
+    if (!claimed || PQresultStatus(claimed.get()) != PGRES_TUPLES_OK)
+      pg::throw_error(ep, conn, claimed.get(), "claim");
+    pg::ResultPtr(PQgetResult(conn));  // end of the claim's results
+    pg::ResultPtr committed(PQgetResult(conn));
+    if (!committed || PQresultStatus(committed.get()) != PGRES_COMMAND_OK)
+      pg::throw_error(ep, conn, committed.get(), "commit settlements and claim");
+    pg::ResultPtr(PQgetResult(conn));
+    pg::ResultPtr sync(PQgetResult(conn));
+    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC)
+      pg::throw_error(ep, conn, sync.get(), "claim (pipeline sync)");
+    session_open_ = false;
+    if (!PQexitPipelineMode(conn)) pg::throw_error(ep, conn, nullptr, "claim (pipeline exit)");
+    return claimed;
+  }
+
   static std::size_t tuples(const PGresult* r) {
     const char* t = PQcmdTuples(const_cast<PGresult*>(r));
     return t && *t ? static_cast<std::size_t>(std::strtoull(t, nullptr, 10)) : 0;
@@ -652,16 +804,18 @@ class PostgresStore final : public Store {
         "u.seq, u.id, u.type, u.key, u.payload, u.occurred_at, u.headers, u.attempts";
     sql_claim_any_ = "WITH pick AS (SELECT t.seq FROM " + t + " t WHERE " + claimable +
                      " ORDER BY t.seq LIMIT $3::int FOR UPDATE OF t SKIP LOCKED) " + lease_set;
+    // An earlier event of the key that is not claimable (leased elsewhere, waiting to retry)
+    // holds the key back: one probe of the (key, seq) index per candidate, which stops at the
+    // key's first such row. No index covers state or lease columns, so claims stay HOT updates.
+    const std::string x_claimable =
+        "(x.state = 0 OR (x.state = 1 AND x.lease_until <= now()) OR "
+        "(x.state = 2 AND x.due_at <= now()))";
     sql_claim_ordered_ =
-        // Keys held back by an outstanding event (in flight elsewhere, or waiting to retry):
-        // read from the small partial index on busy rows.
-        "WITH held AS (SELECT key, min(seq) AS from_seq FROM " + t +
-        " WHERE state <> 0 AND key <> '' AND ((state = 1 AND lease_until > now()) OR "
-        "(state = 2 AND due_at > now())) GROUP BY key), "
         // Candidates in sequence order, locked; rows locked by a concurrent claim are skipped.
-        "cand AS (SELECT t.seq, t.key FROM " +
-        t + " t WHERE " + claimable +
-        " AND NOT EXISTS (SELECT 1 FROM held h WHERE h.key = t.key AND h.from_seq < t.seq)"
+        "WITH cand AS (SELECT t.seq, t.key FROM " + t + " t WHERE " + claimable +
+        " AND (t.key = '' OR NOT EXISTS (SELECT 1 FROM " + t +
+        " x WHERE x.key = t.key AND x.seq < t.seq AND NOT " + x_claimable +
+        "))"
         " ORDER BY t.seq LIMIT $3::int FOR UPDATE OF t SKIP LOCKED), "
         "runs AS (SELECT key, min(seq) AS lo, max(seq) AS hi, count(*) AS n FROM cand "
         "WHERE key <> '' GROUP BY key), "
@@ -738,10 +892,9 @@ class PostgresStore final : public Store {
                  " WHERE id = ANY($1::uuid[]) RETURNING *) " + revive;
     sql_retry_all_ = "WITH d AS (DELETE FROM " + names_.dead + " RETURNING *) " + revive;
     sql_discard_ = "DELETE FROM " + names_.dead + " WHERE id = ANY($1::uuid[])";
-    sql_next_due_ =
-        "SELECT (extract(epoch FROM min(CASE WHEN state = 1 THEN lease_until ELSE "
-        "due_at END) - now()) * 1000)::bigint FROM " +
-        t + " WHERE state <> 0";
+    // Next retry falling due (the due_at index); lease expiries are left to the caller's poll.
+    sql_next_due_ = "SELECT (extract(epoch FROM min(due_at) - now()) * 1000)::bigint FROM " + t +
+                    " WHERE due_at > now()";
   }
 
   const Config config_;
@@ -755,6 +908,14 @@ class PostgresStore final : public Store {
   std::string sql_insert_, sql_claim_any_, sql_claim_ordered_, sql_ack_, sql_ack_archive_,
       sql_nack_, sql_release_, sql_renew_, sql_stats_, sql_list_, sql_dead_, sql_retry_,
       sql_retry_all_, sql_discard_, sql_next_due_;
+
+  std::mutex session_mu_;
+  std::unique_ptr<pg::Conn> session_;  // guarded by session_mu_
+  bool session_open_ = false;          // guarded by session_mu_: settlements await COMMIT
+  std::uint64_t session_txn_ = 0;      // guarded by session_mu_: counts opened transactions
+  bool stop_flusher_ = false;          // guarded by session_mu_
+  std::condition_variable flusher_cv_;
+  std::thread flusher_;
 
   // Wake-ups.
   int wake_fd_ = -1;

@@ -49,14 +49,14 @@ CREATE TABLE IF NOT EXISTS )" +
   lease_owner  text,
   lease_until  timestamptz,
   last_error   text
-);
+) WITH (fillfactor = 60);
 COMMENT ON COLUMN )" +
          n.outbox +
          R"(.state IS 'outpost: 0 ready, 1 leased (lease_owner, lease_until), 2 waiting to retry (due_at)';
 CREATE INDEX IF NOT EXISTS ")" +
          t + R"(_key_seq" ON )" + n.outbox + R"( (key, seq);
 CREATE INDEX IF NOT EXISTS ")" +
-         t + R"(_busy" ON )" + n.outbox + R"( (seq) WHERE state <> 0;
+         t + R"(_due" ON )" + n.outbox + R"( (due_at);
 CREATE TABLE IF NOT EXISTS )" +
          n.dead + R"( (
   seq          bigint      PRIMARY KEY,
