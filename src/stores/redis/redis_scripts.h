@@ -32,8 +32,8 @@ local function fence_ok(fence)
   return redis.call('HGET', B .. 'writer', 'fence') == fence
 end
 local function unlink_event(id, key)
-  redis.call('ZREM', B .. 'leased', id)
-  redis.call('ZREM', B .. 'pending', id)
+  -- Usually leased; back in pending only after a lease recovery.
+  if redis.call('ZREM', B .. 'leased', id) == 0 then redis.call('ZREM', B .. 'pending', id) end
   redis.call('ZREM', B .. 'live', id)
   if key and key ~= '' then redis.call('ZREM', B .. 'k:' .. key, id) end
 end
@@ -157,9 +157,9 @@ end
 redis.call('ZADD', leased, unpack(lz))
 for _, id in ipairs(picked) do
   local e = B .. 'e:' .. id
-  local n = redis.call('HINCRBY', e, 'n', 1)
-  redis.call('HSET', e, 'w', owner)
-  local f = redis.call('HMGET', e, 't', 'k', 'p', 'o', 'h', 's')
+  local f = redis.call('HMGET', e, 't', 'k', 'p', 'o', 'h', 's', 'n')
+  local n = (tonumber(f[7]) or 0) + 1
+  redis.call('HSET', e, 'w', owner, 'n', n)
   out[#out + 1] = id
   for j = 1, 6 do out[#out + 1] = f[j] or '' end
   out[#out + 1] = n
