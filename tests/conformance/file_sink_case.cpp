@@ -126,6 +126,43 @@ TEST(FileSink, LinesAreTheDocumentedJsonEncoding) {
   EXPECT_EQ(nlohmann::json::parse(lines[1]).at("payload"), "not json at all");
 }
 
+TEST(FileSink, LinesMatchToJsonAndSurviveAwkwardContent) {
+  TempDir dir;
+  std::string path = dir.path() + "/out.jsonl";
+  auto sink = open_file_sink("file:" + path);
+  std::vector<StoredEvent> events;
+  for (int i = 0; i < 6; ++i) events.push_back(make_event(i));
+  // Escapes and non-ASCII in every string field; compact JSON payloads: byte-identical to to_json.
+  events[0].type = "quote\"back\\slash\ttab\x01ctl\x7f";
+  events[0].key = "ключ/キー";
+  events[0].headers.emplace("note\n", "line\r\nbreak \xF0\x9F\x98\x80");
+  events[0].payload = R"({"a":[1,2.5,"x\u0000y"],"b":{"c":null}})";
+  events[1].payload = "42";
+  // Invalid UTF-8 anywhere: replaced, as to_json does.
+  events[2].key = "bad\xC3";
+  events[2].payload = "bad \xFF payload";
+  // A pretty-printed payload must not break the line structure.
+  events[3].payload = "{\n  \"pretty\": true,\r\n  \"s\": \"a b\"\n}";
+  // Not JSON: carried as a string.
+  events[4].payload = "line one\nline two";
+  events[5].headers.clear();
+  events[5].key = "";
+  ASSERT_TRUE(sink->deliver(events)[0].ok());
+
+  auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), events.size());
+  for (int i : {0, 1, 2, 4, 5}) EXPECT_EQ(lines[i], to_json(events[i])) << "event " << i;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    Event back = event_from_json(lines[i]);
+    EXPECT_EQ(back.id, events[i].id);
+    EXPECT_EQ(nlohmann::json::parse(lines[i]), nlohmann::json::parse(to_json(events[i])))
+        << "event " << i;
+  }
+  EXPECT_EQ(event_from_json(lines[4]).payload, "line one\nline two");
+  EXPECT_EQ(event_from_json(lines[0]).key, events[0].key);
+  EXPECT_EQ(event_from_json(lines[0]).headers, events[0].headers);
+}
+
 TEST(FileSink, DataIsOnDiskWhenDeliverReturnsAndAppendsAcrossReopen) {
   TempDir dir;
   std::string path = dir.path() + "/out.jsonl";
