@@ -31,6 +31,21 @@ local function fence_ok(fence)
   if fence == '0' then return true end
   return redis.call('HGET', B .. 'writer', 'fence') == fence
 end
+-- Runs `cmd key <items...>` in chunks (Lua's unpack has a limit; 1000 keeps ZADD pairs whole).
+-- Returns the sum of integer replies.
+local function bulk(cmd, key, items)
+  local sum = 0
+  for i = 1, #items, 1000 do
+    local r
+    if key then
+      r = redis.call(cmd, key, unpack(items, i, math.min(i + 999, #items)))
+    else
+      r = redis.call(cmd, unpack(items, i, math.min(i + 999, #items)))
+    end
+    if type(r) == 'number' then sum = sum + r end
+  end
+  return sum
+end
 local function unlink_event(id, key)
   -- Usually leased; back in pending only after a lease recovery.
   if redis.call('ZREM', B .. 'leased', id) == 0 then redis.call('ZREM', B .. 'pending', id) end
@@ -43,13 +58,19 @@ end
 // Runs as EVALSHA on its own, or as EVAL queued inside the caller's MULTI.
 inline constexpr const char* kAppend = R"lua(
 local n = tonumber(ARGV[2])
-local seen = {}
+local seen, keys = {}, {}
 for i = 0, n - 1 do
   local id = ARGV[3 + i * 6]
-  if seen[id] or redis.call('EXISTS', B .. 'e:' .. id) == 1 then
-    return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. id)
-  end
+  if seen[id] then return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. id) end
   seen[id] = true
+  keys[#keys + 1] = B .. 'e:' .. id
+end
+if bulk('EXISTS', nil, keys) > 0 then
+  for i = 0, n - 1 do
+    if redis.call('EXISTS', keys[i + 1]) == 1 then
+      return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. ARGV[3 + i * 6])
+    end
+  end
 end
 local now = now_ms()
 local last = redis.call('INCRBY', B .. 'seq', n)
@@ -63,12 +84,9 @@ for i = 0, n - 1 do
   if key ~= '' then redis.call('ZADD', B .. 'k:' .. key, seq, id) end
   pend[#pend + 1] = now; pend[#pend + 1] = id
   live[#live + 1] = seq; live[#live + 1] = id
-  if #pend >= 1000 or i == n - 1 then
-    redis.call('ZADD', B .. 'pending', unpack(pend))
-    redis.call('ZADD', B .. 'live', unpack(live))
-    pend, live = {}, {}
-  end
 end
+bulk('ZADD', B .. 'pending', pend)
+bulk('ZADD', B .. 'live', live)
 redis.call('PUBLISH', B .. 'wake', '1')
 return n
 )lua";
@@ -107,7 +125,15 @@ for i = 1, #expired, 2 do
   redis.call('ZREM', leased, expired[i])
   redis.call('ZADD', pending, expired[i + 1], expired[i])
 end
-local picked, taken, done_keys = {}, {}, {}
+local picked, taken, done_keys, fields = {}, {}, {}, {}
+local function fetch(id)
+  local f = fields[id]
+  if not f then
+    f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'n')
+    fields[id] = f
+  end
+  return f
+end
 local function claimable(id)
   if taken[id] then return false end
   local s = redis.call('ZSCORE', pending, id) or redis.call('ZSCORE', leased, id)
@@ -121,7 +147,7 @@ while #picked < max and offset < scan_limit do
     if #picked >= max then break end
     if not taken[id] then
       local key = ''
-      if ordered then key = redis.call('HGET', B .. 'e:' .. id, 'k') or '' end
+      if ordered then key = fetch(id)[2] or '' end
       if key == '' then
         picked[#picked + 1] = id; taken[id] = true
       elseif not done_keys[key] then
@@ -129,7 +155,7 @@ while #picked < max and offset < scan_limit do
         done_keys[key] = true
         local q = redis.call('ZRANGE', B .. 'k:' .. key, 0, max - #picked - 1)
         for _, qid in ipairs(q) do
-          if not claimable(qid) then break end
+          if qid ~= id and not claimable(qid) then break end  -- id itself is due (scanned)
           picked[#picked + 1] = qid; taken[qid] = true
         end
       end
@@ -151,15 +177,14 @@ end
 local until_ms = now + lease
 local lz = {}
 for _, id in ipairs(picked) do
-  redis.call('ZREM', pending, id)
   lz[#lz + 1] = until_ms; lz[#lz + 1] = id
 end
-redis.call('ZADD', leased, unpack(lz))
+bulk('ZREM', pending, picked)
+bulk('ZADD', leased, lz)
 for _, id in ipairs(picked) do
-  local e = B .. 'e:' .. id
-  local f = redis.call('HMGET', e, 't', 'k', 'p', 'o', 'h', 's', 'n')
+  local f = fetch(id)
   local n = (tonumber(f[7]) or 0) + 1
-  redis.call('HSET', e, 'w', owner, 'n', n)
+  redis.call('HSET', B .. 'e:' .. id, 'w', owner, 'n', n)
   out[#out + 1] = id
   for j = 1, 6 do out[#out + 1] = f[j] or '' end
   out[#out + 1] = n
@@ -174,21 +199,31 @@ if not fence_ok(ARGV[2]) then return -1 end
 local owner, archive, retention = ARGV[3], ARGV[4] == '1', tonumber(ARGV[5])
 local now = 0
 if archive then now = now_ms() end
-local n = 0
+local done, dels, seen = {}, {}, {}
 for i = 6, #ARGV do
   local id = ARGV[i]
-  local e = B .. 'e:' .. id
-  local f = redis.call('HMGET', e, 'w', 'k')
-  if f[1] == owner then
-    unlink_event(id, f[2])
-    if archive then
+  local f = redis.call('HMGET', B .. 'e:' .. id, 'w', 'k')
+  if f[1] == owner and not seen[id] then
+    seen[id] = true
+    done[#done + 1] = id
+    dels[#dels + 1] = B .. 'e:' .. id
+    if f[2] and f[2] ~= '' then redis.call('ZREM', B .. 'k:' .. f[2], id) end
+  end
+end
+local n = #done
+if n > 0 then
+  -- Usually all leased; some are back in pending only after a lease recovery.
+  if bulk('ZREM', B .. 'leased', done) < n then bulk('ZREM', B .. 'pending', done) end
+  bulk('ZREM', B .. 'live', done)
+  if archive then
+    for _, id in ipairs(done) do
+      local e = B .. 'e:' .. id
       redis.call('HDEL', e, 'w')
       redis.call('RENAME', e, B .. 'a:' .. id)
       redis.call('ZADD', B .. 'archive', now, id)
-    else
-      redis.call('DEL', e)
     end
-    n = n + 1
+  else
+    bulk('DEL', nil, dels)
   end
 end
 if archive and retention > 0 then
