@@ -397,6 +397,11 @@ TEST(HttpSink, BadUrlsAreConfigErrorsNamingThePart) {
   EXPECT_NE(message("http://h/x?timeout_ms=abc").find("timeout_ms"), std::string::npos);
   EXPECT_NE(message("http://h/x?header.Bad%20Name=1").find("header.Bad Name"), std::string::npos);
   EXPECT_NE(message("ftp://h/x").find("ftp"), std::string::npos);
+  // Near misses of our parameters are typos, not webhook parameters.
+  EXPECT_NE(message("http://h/x?timout_ms=5").find("'timout_ms'"), std::string::npos);
+  EXPECT_NE(message("http://h/x?concurency=5").find("'concurency'"), std::string::npos);
+  EXPECT_NE(message("http://h/x?headers.X-A=1").find("'headers.X-A'"), std::string::npos);
+  EXPECT_EQ(message("http://h/x?timeout=5&page=2&q="), "no ConfigError");
   EXPECT_NE(message("http:///x").find("host"), std::string::npos);
   EXPECT_NE(message("http://a,b/x").find("one host"), std::string::npos);
   EXPECT_NE(message("http://user:pw@h/x?concurrency=0").find("***"), std::string::npos)

@@ -20,6 +20,7 @@
 //                non-empty key are sent one at a time in order, and once one fails the later
 //                events of that key in the batch are skipped
 //   header.NAME  an extra request header sent with every event (e.g. header.Authorization=...)
+// A parameter that is almost one of these (timout_ms, headers.X) is rejected as a typo.
 // Connections are kept alive and reused across batches.
 //
 // Thread safety: deliver() may be called from several threads; batches are serialised.

@@ -324,6 +324,30 @@ std::string target_url(std::string_view url) {
   return out;
 }
 
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Unknown parameters belong to the webhook, so a typo of one of ours would silently go there:
+// reject names that are almost ours.
+std::string near_miss(std::string_view key) {
+  for (std::string_view ours : {"timeout_ms", "concurrency"})
+    if (key.size() >= 6 && edit_distance(key, ours) <= 2) return std::string(ours);
+  if (key.starts_with("header") && !key.starts_with("header.")) return "header.NAME";
+  return {};
+}
+
 bool valid_header_name(std::string_view name) {
   if (name.empty()) return false;
   for (char c : name) {
@@ -376,8 +400,13 @@ std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& op
     config.headers.emplace_back(std::move(name), v);
   }
   // Every other parameter is the webhook's own: mark them known so reject_unknown() passes.
-  for (const auto& [k, v] : u.query())
-    if (!is_ours(k)) u.param(k);
+  for (const auto& [k, v] : u.query()) {
+    if (is_ours(k)) continue;
+    if (std::string ours = near_miss(k); !ours.empty())
+      throw ConfigError("bad URL '" + shown + "': unknown parameter '" + k + "' (did you mean '" +
+                        ours + "'? parameters that are not the sink's go to the webhook)");
+    u.param(k);
+  }
   u.reject_unknown();
   config.target = target_url(url);
   return std::make_unique<HttpSink>(std::move(config));
