@@ -499,3 +499,38 @@ TEST(RelayOptionsTest, InvalidOptionsAreConfigErrorsNamingTheOption) {
 
 }  // namespace
 }  // namespace outpost::unit
+
+namespace outpost::unit {
+namespace {
+
+// While the head of a key waits for its retry, the events behind it are due but not claimable;
+// a store whose wait returns at once for them must not turn the idle relay into a busy loop.
+TEST_P(RelayTest, IdleRelayDoesNotSpinWhileARetryIsPending) {
+  auto faulty = std::make_shared<FaultyStore>(make_store());
+  auto events = make_events(2, "t", "k");
+  faulty->append(events);
+  std::atomic<int> calls{0};
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent& e) {
+    ++calls;
+    if (e.id == events[0].id && e.attempts == 1) throw std::runtime_error("later");
+  });
+  RelayOptions o = until_empty_options();
+  o.backoff_base = 400ms;
+  o.backoff_max = 400ms;
+  Relay relay(*faulty, sink, o);
+  auto t0 = SteadyClock::now();
+  ASSERT_TRUE(run_bounded(relay));
+  auto took = std::chrono::duration_cast<Duration>(SteadyClock::now() - t0);
+  EXPECT_EQ(calls.load(), 3);
+  auto retry_in = faulty->nacks().at(0).retry_in.value();
+  // About one claim per wake-up: bounded by a few per 10 ms of waiting, not thousands.
+  int budget = 20 + static_cast<int>(took.count() / 5);
+  RecordProperty("claims", faulty->claim_calls.load());
+  EXPECT_LT(faulty->claim_calls.load(), budget)
+      << "claims " << faulty->claim_calls.load() << " in " << took.count() << " ms (retry in "
+      << retry_in.count() << " ms)";
+}
+
+}  // namespace
+}  // namespace outpost::unit
