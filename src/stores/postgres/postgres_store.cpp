@@ -804,18 +804,14 @@ class PostgresStore final : public Store {
         "u.seq, u.id, u.type, u.key, u.payload, u.occurred_at, u.headers, u.attempts";
     sql_claim_any_ = "WITH pick AS (SELECT t.seq FROM " + t + " t WHERE " + claimable +
                      " ORDER BY t.seq LIMIT $3::int FOR UPDATE OF t SKIP LOCKED) " + lease_set;
-    // An earlier event of the key that is not claimable (leased elsewhere, waiting to retry)
-    // holds the key back: one probe of the (key, seq) index per candidate, which stops at the
-    // key's first such row. No index covers state or lease columns, so claims stay HOT updates.
-    const std::string x_claimable =
-        "(x.state = 0 OR (x.state = 1 AND x.lease_until <= now()) OR "
-        "(x.state = 2 AND x.due_at <= now()))";
+    // Candidates are taken exactly as in the unordered claim (an index scan of seq that stops
+    // after $3 locked rows); what makes it ordered is the check after locking. A filter that
+    // probes each candidate's key in the WHERE clause was tried: the planner then estimated the
+    // filter as very selective and chose a sequential scan and sort of the whole table (1.7 s
+    // per claim on a 25k-row backlog under load).
     sql_claim_ordered_ =
         // Candidates in sequence order, locked; rows locked by a concurrent claim are skipped.
         "WITH cand AS (SELECT t.seq, t.key FROM " + t + " t WHERE " + claimable +
-        " AND (t.key = '' OR NOT EXISTS (SELECT 1 FROM " + t +
-        " x WHERE x.key = t.key AND x.seq < t.seq AND NOT " + x_claimable +
-        "))"
         " ORDER BY t.seq LIMIT $3::int FOR UPDATE OF t SKIP LOCKED), "
         "runs AS (SELECT key, min(seq) AS lo, max(seq) AS hi, count(*) AS n FROM cand "
         "WHERE key <> '' GROUP BY key), "
