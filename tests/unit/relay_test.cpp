@@ -263,6 +263,7 @@ TEST_P(RelayTest, EventWhoseLeaseExpiredMaxAttemptsTimesIsDeadWithoutDelivery) {
 
 TEST_P(RelayTest, ExpiredLeaseOfAHungRelayIsRecoveredByAnotherRelay) {
   auto store = make_store();
+  auto other = second_view();  // relay B's own connection where the backend has one
   auto hung_view = std::make_shared<FaultyStore>(store);
   hung_view->renew_frozen = true;  // the whole process hangs: its lease keeper too
   store->append(make_events(1, "t"));
@@ -282,7 +283,7 @@ TEST_P(RelayTest, ExpiredLeaseOfAHungRelayIsRecoveredByAnotherRelay) {
   o.lease = 100ms;
   o.poll_interval = 20ms;
   Relay a(*hung_view, sink_a, o);
-  Relay b(*store, sink_b, o);
+  Relay b(*other, sink_b, o);
   std::thread ta([&] { a.run_once(); });
   ASSERT_TRUE(eventually([&] { return a_calls.load() == 1; }));
   std::thread tb([&] { b.run(); });
@@ -301,6 +302,7 @@ TEST_P(RelayTest, ExpiredLeaseOfAHungRelayIsRecoveredByAnotherRelay) {
 
 TEST_P(RelayTest, LiveLeaseIsRenewedAndNotTakenOver) {
   auto store = make_store();
+  auto other = second_view();
   auto counted = std::make_shared<FaultyStore>(store);
   store->append(make_events(1, "t"));
   std::atomic<int> a_calls{0}, b_calls{0};
@@ -314,7 +316,7 @@ TEST_P(RelayTest, LiveLeaseIsRenewedAndNotTakenOver) {
   o.lease = 100ms;
   o.poll_interval = 10ms;
   Relay a(*counted, sink_a, o);
-  Relay b(*store, sink_b, o);
+  Relay b(*other, sink_b, o);
   std::thread ta([&] { a.run_once(); });
   ASSERT_TRUE(eventually([&] { return a_calls.load() == 1; }));
   std::thread tb([&] { b.run(); });

@@ -39,6 +39,12 @@ class StoreParamTest : public ::testing::TestWithParam<testing::StoreCase> {
     fixtures_.push_back(GetParam().make(options));
     return fixtures_.back().store;
   }
+  // A second Store object on the data of the last make_store() (another process's view), or
+  // that same object when the backend cannot share (memory:).
+  std::shared_ptr<Store> second_view() {
+    auto& f = fixtures_.back();
+    return f.open_again ? f.open_again() : f.store;
+  }
 
  private:
   std::vector<testing::StoreFixture> fixtures_;
