@@ -260,10 +260,11 @@ TEST(RedisStoreFaults, RelayRetriesUntilTheServerComesUp) {
 }
 
 TEST(RedisStoreFaults, NoScriptAfterScriptFlushIsReloadedTransparently) {
-  REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
-  const std::string prefix = testing::unique_name("noscript_");
-  PrefixGuard guard{base, prefix};
-  auto store = open_redis_store(with_prefix(base, prefix));
+  // A private server: SCRIPT FLUSH on the shared one would disturb other tests' scripts.
+  PrivateRedis redis(false);
+  redis.start();
+  const std::string base = redis.url();
+  auto store = open_redis_store(with_prefix(base, "noscript"));
   Ctx admin = connect_url(base);
   auto flush = [&] { Reply(static_cast<redisReply*>(redisCommand(admin.get(), "SCRIPT FLUSH"))); };
   store->append(make_events(3, 1));
