@@ -128,6 +128,10 @@ class NatsSink final : public Sink {
     natsOptions_SetAllowReconnect(opts.get(), true);
     natsOptions_SetMaxReconnect(opts.get(), -1);
     natsOptions_SetReconnectWait(opts.get(), 250);
+    // No reconnect buffer worth the name: publishes made while reconnecting must fail (we
+    // report them failed), not be replayed later behind our back, where a replayed later event
+    // of a key could land before the redelivery of an earlier one that was lost.
+    natsOptions_SetReconnectBufSize(opts.get(), 1);
     natsOptions_SetTimeout(opts.get(), config_.timeout.count());
 
     natsConnection* nc = nullptr;
