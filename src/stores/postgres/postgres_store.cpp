@@ -289,6 +289,7 @@ class PostgresStore final : public Store {
         throw;
       }
     }
+    server_seen_up_ = true;
     int n = PQntuples(r.get());
     batch.events.resize(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) read_event(r.get(), i, batch.events[static_cast<std::size_t>(i)]);
@@ -713,7 +714,8 @@ class PostgresStore final : public Store {
     const auto& ep = config_.endpoint;
     if (!listen_) {
       auto t = SteadyClock::now();
-      if (t < next_connect_) {
+      // A claim that just succeeded proves the server is back: skip the rest of the backoff.
+      if (t < next_connect_ && !server_seen_up_.exchange(false)) {
         poll_until(std::min(deadline, next_connect_), -1);
         return;
       }
@@ -924,9 +926,10 @@ class PostgresStore final : public Store {
   int wake_fd_ = -1;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool listening_ = false;        // guarded by mu_: a thread owns listen_
-  std::uint64_t generation_ = 0;  // guarded by mu_
-  std::uint64_t interrupts_ = 0;  // guarded by mu_
+  bool listening_ = false;                   // guarded by mu_: a thread owns listen_
+  std::uint64_t generation_ = 0;             // guarded by mu_
+  std::uint64_t interrupts_ = 0;             // guarded by mu_
+  std::atomic<bool> server_seen_up_{false};  // set by a successful claim
   // Owned by the thread with listening_ set.
   pg::ConnPtr listen_;
   Duration backoff_{0};
