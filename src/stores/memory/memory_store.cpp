@@ -246,10 +246,17 @@ class MemoryStore final : public Store {
     std::uint64_t seen = generation_;
     std::uint64_t interrupts = interrupts_;
     // Wake no later than the next retry or lease expiry, so due work is not left waiting.
+    // Only events that could be claimed then count: one held back behind an unsettled earlier
+    // event of its key (ordered mode) would make the caller wake at once and claim nothing.
     TimePoint t = now();
     TimePoint until = t + max;
+    std::unordered_set<std::string> blocked_keys;
     for (const auto& [seq, row] : live_) {
-      TimePoint ready = row.lease_owner.empty() ? row.due_at : row.lease_until;
+      bool keyed = !row.event.key.empty();
+      if (keyed && blocked_keys.contains(row.event.key)) continue;
+      bool leased = !row.lease_owner.empty() && row.lease_until > t;
+      TimePoint ready = leased ? row.lease_until : row.due_at;
+      if (ready > t && keyed) blocked_keys.insert(row.event.key);
       if (ready < until) until = std::max(ready, t);
     }
     cv_.wait_for(lock, until - t,
