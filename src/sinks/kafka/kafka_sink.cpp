@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/cloudevents.h"
+#include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
 
@@ -34,33 +35,6 @@ using ConfPtr = std::unique_ptr<rd_kafka_conf_t, ConfDeleter>;
 
 constexpr int kIndexBits = 24;  // up to 16M events per deliver() call
 constexpr std::uintptr_t kIndexMask = (std::uintptr_t{1} << kIndexBits) - 1;
-
-std::string render_template(const std::string& tpl, const std::string& type) {
-  auto pos = tpl.find("{type}");
-  if (pos == std::string::npos) return tpl;
-  std::string out = tpl;
-  while (pos != std::string::npos) {
-    out.replace(pos, 6, type);
-    pos = out.find("{type}", pos + type.size());
-  }
-  return out;
-}
-
-// Sink contract: once an event of a key failed, later events of that key are `skipped`.
-void hold_back_failed_keys(std::span<const StoredEvent> events,
-                           std::vector<DeliveryResult>& results) {
-  std::set<std::string_view> failed;
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const auto& key = events[i].key;
-    if (key.empty()) continue;
-    if (failed.contains(key)) {
-      results[i] =
-          DeliveryResult::skipped("an earlier event of key '" + key + "' failed in this batch");
-    } else if (!results[i].ok()) {
-      failed.insert(key);
-    }
-  }
-}
 
 class KafkaSink final : public Sink {
  public:
@@ -109,7 +83,7 @@ class KafkaSink final : public Sink {
     }
     results_ = nullptr;
     ++call_;  // late reports of this call are ignored
-    hold_back_failed_keys(events, results);
+    core::hold_back_failed_keys(events, results);
     return results;
   }
 
@@ -130,7 +104,7 @@ class KafkaSink final : public Sink {
 
   void produce(const StoredEvent& event, std::size_t index, std::vector<DeliveryResult>& results,
                std::chrono::steady_clock::time_point deadline) {
-    const std::string topic = render_template(topic_template_, event.type);
+    const std::string topic = core::render_type_template(topic_template_, event.type);
     rd_kafka_headers_t* headers = rd_kafka_headers_new(8);
     for (const auto& [k, v] : core::cloudevents_headers(event))
       rd_kafka_header_add(headers, k.data(), static_cast<ssize_t>(k.size()), v.data(),

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/cloudevents.h"
+#include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
 
@@ -42,28 +43,6 @@ struct MsgDeleter {
 struct StreamInfoDeleter {
   void operator()(jsStreamInfo* si) const { jsStreamInfo_Destroy(si); }
 };
-
-std::string render_template(const std::string& tpl, const std::string& with) {
-  std::string out = tpl;
-  for (auto pos = out.find("{type}"); pos != std::string::npos;
-       pos = out.find("{type}", pos + with.size()))
-    out.replace(pos, 6, with);
-  return out;
-}
-
-void hold_back_failed_keys(std::span<const StoredEvent> events,
-                           std::vector<DeliveryResult>& results) {
-  std::set<std::string_view> failed;
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const auto& key = events[i].key;
-    if (key.empty()) continue;
-    if (failed.contains(key))
-      results[i] =
-          DeliveryResult::skipped("an earlier event of key '" + key + "' failed in this batch");
-    else if (!results[i].ok())
-      failed.insert(key);
-  }
-}
 
 // NATS headers are line based: a CR or LF in a value would end the header block.
 std::string header_safe(std::string v) {
@@ -196,7 +175,7 @@ class NatsSink final : public Sink {
       index_.clear();
       outstanding_ = 0;
     }
-    hold_back_failed_keys(events, results);
+    core::hold_back_failed_keys(events, results);
     return results;
   }
 
@@ -229,7 +208,7 @@ class NatsSink final : public Sink {
     if (s == NATS_NOT_FOUND && config_.create) {
       std::string subject = config_.subject_template;
       const bool tail = subject.size() >= 6 && subject.ends_with("{type}");
-      subject = render_template(subject, tail ? ">" : "*");
+      subject = core::render_type_template(subject, tail ? ">" : "*");
       const char* subjects[] = {subject.c_str()};
       jsStreamConfig cfg;
       jsStreamConfig_Init(&cfg);
@@ -264,7 +243,7 @@ class NatsSink final : public Sink {
   }
 
   void publish(const StoredEvent& event, std::size_t index) {
-    const std::string subject = render_template(config_.subject_template, event.type);
+    const std::string subject = core::render_type_template(config_.subject_template, event.type);
     const std::string id = event.id.str();
     auto fail = [&](const std::string& why) {
       std::lock_guard lock(mu_);

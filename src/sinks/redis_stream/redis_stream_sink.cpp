@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
 
@@ -71,28 +72,6 @@ end
 return redis.call('XTRIM', stream, 'MINID', '~', string.format('%.0f-%.0f', t_ms, t_seq))
 )lua";
 
-std::string render_template(const std::string& tpl, const std::string& type) {
-  std::string out = tpl;
-  for (auto pos = out.find("{type}"); pos != std::string::npos;
-       pos = out.find("{type}", pos + type.size()))
-    out.replace(pos, 6, type);
-  return out;
-}
-
-void hold_back_failed_keys(std::span<const StoredEvent> events,
-                           std::vector<DeliveryResult>& results) {
-  std::set<std::string_view> failed;
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    const auto& key = events[i].key;
-    if (key.empty()) continue;
-    if (failed.contains(key))
-      results[i] =
-          DeliveryResult::skipped("an earlier event of key '" + key + "' failed in this batch");
-    else if (!results[i].ok())
-      failed.insert(key);
-  }
-}
-
 struct RedisStreamConfig {
   std::string host;
   int port = 6379;
@@ -131,7 +110,7 @@ class RedisStreamSink final : public Sink {
     std::vector<std::string> streams(events.size());
     for (std::size_t i = 0; i < events.size(); ++i) {
       const auto& e = events[i];
-      streams[i] = render_template(config_.stream_template, e.type);
+      streams[i] = core::render_type_template(config_.stream_template, e.type);
       const std::string id = e.id.str();
       const std::string occurred = format_rfc3339(e.occurred_at);
       nlohmann::json headers = nlohmann::json::object();
@@ -174,7 +153,7 @@ class RedisStreamSink final : public Sink {
     static const size_t kExecLen[] = {4};
     redisAppendCommandArgv(ctx_.get(), 1, kExec, kExecLen);
     read_transaction(events.size(), streams, results);
-    hold_back_failed_keys(events, results);
+    core::hold_back_failed_keys(events, results);
 
     if (ctx_ && config_.maxlen > 0) {
       for (std::size_t i = 0; i < events.size(); ++i)

@@ -1,0 +1,44 @@
+#pragma once
+// Helpers shared by the broker sinks (kafka, redis_stream, nats), which send a whole batch and
+// then turn the broker's confirmations into per-event results.
+
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "outpost/event.h"
+#include "outpost/sink.h"
+
+namespace outpost::core {
+
+// Replaces every "{type}" in a topic/stream/subject template, e.g. "events.{type}".
+inline std::string render_type_template(const std::string& tpl, const std::string& type) {
+  auto pos = tpl.find("{type}");
+  if (pos == std::string::npos) return tpl;
+  std::string out = tpl;
+  while (pos != std::string::npos) {
+    out.replace(pos, 6, type);
+    pos = out.find("{type}", pos + type.size());
+  }
+  return out;
+}
+
+// Sink contract (sink.h): once an event of a key failed, the later events of that key in the
+// same call are reported `skipped`, so the relay releases them instead of acking them out of order.
+inline void hold_back_failed_keys(std::span<const StoredEvent> events,
+                                  std::vector<DeliveryResult>& results) {
+  std::set<std::string_view> failed;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& key = events[i].key;
+    if (key.empty()) continue;
+    if (failed.contains(key))
+      results[i] =
+          DeliveryResult::skipped("an earlier event of key '" + key + "' failed in this batch");
+    else if (!results[i].ok())
+      failed.insert(key);
+  }
+}
+
+}  // namespace outpost::core
