@@ -54,8 +54,23 @@ enum class ClaimOrder {
 
 struct Nack {
   EventId id;
-  std::string error;                  // kept as the event's last error
-  std::optional<Duration> retry_in;   // nullopt: move to the dead letters now
+  std::string error;                 // kept as the event's last error
+  std::optional<Duration> retry_in;  // nullopt: move to the dead letters now
+};
+
+// What the relay decided for the events of one claimed batch (see Store::settle_and_claim).
+struct Settlement {
+  std::span<const EventId> acks;
+  std::span<const Nack> nacks;
+  std::span<const EventId> releases;
+  bool empty() const { return acks.empty() && nacks.empty() && releases.empty(); }
+};
+
+// How many of each settlement were still leased under the batch's lease (the rest were fenced).
+struct SettleCounts {
+  std::size_t acked = 0;
+  std::size_t nacked = 0;
+  std::size_t released = 0;
 };
 
 struct StoreStats {
@@ -107,6 +122,16 @@ class Store {
   // Extends the lease of every still-outstanding event of the batch. false: the lease is lost
   // (expired and claimed by someone else): the caller must abort the batch.
   virtual bool renew(const ClaimedBatch& batch, Duration lease) = 0;
+
+  // The relay's hot path: settles `done` (ack, nack, release, as the separate calls do) and
+  // then claims the next batch, in as few round trips and transactions as the backend allows.
+  // `counts` gets what the separate calls would have returned. The settlement takes effect even
+  // when nothing is claimable. If it throws, any part of the settlement may or may not have
+  // taken effect: the caller settles again with the separate calls (fencing makes repeating
+  // them harmless) before claiming again. The default runs the separate calls in turn.
+  virtual ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                        SettleCounts& counts, std::size_t max, Duration lease,
+                                        ClaimOrder order = ClaimOrder::ordered);
 
   virtual StoreStats stats() = 0;
 

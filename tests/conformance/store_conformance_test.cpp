@@ -483,6 +483,70 @@ TEST_P(StoreConformance, AckCountsOnlyEventsOfTheBatch) {
   EXPECT_EQ(store().ack(batch, ids_of(batch.events)), 1u);  // the other one; acked one is gone
 }
 
+// --- settle_and_claim (the relay's hot path)
+// ------------------------------------------------------
+
+TEST_P(StoreConformance, SettleAndClaimSettlesThenClaimsTheNextHeads) {
+  // k: a1 a2 a3; j: b1 b2. The first batch takes a1 and b1 (max 1 per key is not promised, so
+  // claim 2 of the ordered heads); acking a1, nacking b1 for later and releasing nothing must
+  // make a2 claimable in the same call while b2 stays blocked behind the retrying b1.
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "j"), make_event("t", "k"),
+                            make_event("t", "j"), make_event("t", "k")};
+  store().append(events);
+  auto first = store().claim(2, 5s);
+  ASSERT_EQ(ids_of(first.events), (std::vector<EventId>{events[0].id, events[1].id}));
+  std::vector<EventId> acks{events[0].id};
+  std::vector<Nack> nacks{{events[1].id, "later", Duration{60'000}}};
+  SettleCounts counts;
+  auto next = store().settle_and_claim(first, Settlement{acks, nacks, {}}, counts, 10, 5s);
+  EXPECT_EQ(counts.acked, 1u);
+  EXPECT_EQ(counts.nacked, 1u);
+  EXPECT_EQ(counts.released, 0u);
+  EXPECT_EQ(ids_of(next.events), (std::vector<EventId>{events[2].id, events[4].id}));
+  auto s = store().stats();
+  EXPECT_EQ(s.leased, 2);
+  EXPECT_EQ(s.pending, 2);  // b1 waiting to retry, b2 behind it
+}
+
+TEST_P(StoreConformance, SettleAndClaimSettlesWhenNothingIsClaimable) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "k")};
+  store().append(events);
+  auto batch = store().claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  std::vector<EventId> acks{events[0].id};
+  std::vector<EventId> releases{events[1].id};
+  SettleCounts counts;
+  auto next = store().settle_and_claim(batch, Settlement{acks, {}, releases}, counts, 10, 5s);
+  EXPECT_EQ(counts.acked, 1u);
+  EXPECT_EQ(counts.released, 1u);
+  // The released event is claimable again at once, with its attempt not counted.
+  ASSERT_EQ(next.events.size(), 1u);
+  EXPECT_EQ(next.events[0].id, events[1].id);
+  EXPECT_EQ(next.events[0].attempts, 1);
+  SettleCounts last;
+  std::vector<EventId> acks2{events[1].id};
+  auto none = store().settle_and_claim(next, Settlement{acks2, {}, {}}, last, 10, 5s);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(last.acked, 1u);
+  auto s = store().stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+TEST_P(StoreConformance, SettleAndClaimIsFencedLikeTheSeparateCalls) {
+  std::vector<Event> events{make_event("t", "k")};
+  store().append(events);
+  auto stale = store().claim(10, 40ms);
+  ASSERT_EQ(stale.events.size(), 1u);
+  auto current = claim_within(store(), 10, 10s, 3s);
+  ASSERT_EQ(current.events.size(), 1u);
+  std::vector<EventId> acks{events[0].id};
+  SettleCounts counts;
+  auto next = store().settle_and_claim(stale, Settlement{acks, {}, {}}, counts, 10, 5s);
+  EXPECT_EQ(counts.acked, 0u);
+  EXPECT_TRUE(next.empty());  // the event is still leased by `current`
+  EXPECT_EQ(store().stats().leased, 1);
+}
+
 // --- inspection ----------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, StatsCountEachState) {

@@ -1,0 +1,17 @@
+// Default implementations of Store's optional methods.
+
+#include "outpost/store.h"
+
+namespace outpost {
+
+ClaimedBatch Store::settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                     SettleCounts& counts, std::size_t max, Duration lease,
+                                     ClaimOrder order) {
+  counts = {};
+  if (!settlement.acks.empty()) counts.acked = ack(done, settlement.acks);
+  if (!settlement.nacks.empty()) counts.nacked = nack(done, settlement.nacks);
+  if (!settlement.releases.empty()) counts.released = release(done, settlement.releases);
+  return claim(max, lease, order);
+}
+
+}  // namespace outpost
