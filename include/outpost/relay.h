@@ -4,7 +4,8 @@
 // renewed; if renewal fails the batch is abandoned (its events will be redelivered by whoever
 // holds them now). Memory is bounded by batch_size whatever the backlog.
 //
-// Thread safety: run() on one thread; stop() and metrics() from any thread.
+// Thread safety: run() on one thread; stop() and metrics() from any thread. With pipelining
+// (the default) the sink's deliver() runs on a thread of the relay's own, never two at once.
 
 #include <atomic>
 #include <cstdint>
@@ -27,6 +28,10 @@ struct RelayOptions {
   ClaimOrder order = ClaimOrder::ordered;
   Duration poll_interval{1'000};  // fallback wait when the store's wake-up is missed
   bool until_empty = false;       // run() returns when nothing is pending or leased
+  // run() delivers one batch (on a delivery thread) while the store settles the previous batch
+  // and claims the next, so store and sink round trips overlap. Per-key order and fencing are
+  // the same either way; false runs claim -> deliver -> settle strictly in turn.
+  bool pipeline = true;
   // Called for store errors the relay survives (it backs off and retries) and for each failed
   // delivery (unless on_delivery_error is set). Must not throw. Runs on the relay's threads.
   std::function<void(const std::string& message)> on_error;

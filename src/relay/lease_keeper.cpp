@@ -22,34 +22,38 @@ LeaseKeeper::~LeaseKeeper() {
 
 void LeaseKeeper::arm(const ClaimedBatch& batch) {
   std::lock_guard lock(mu_);
-  batch_ = &batch;
-  ++generation_;
-  last_renew_ = SteadyClock::now();
-  lost_ = false;
+  entries_.push_back(Entry{&batch, SteadyClock::now()});
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
 }
 
-bool LeaseKeeper::disarm() {
+bool LeaseKeeper::disarm(const ClaimedBatch& batch) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !renewing_; });
-  batch_ = nullptr;
-  return !lost_;
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [&](const Entry& e) { return e.batch == &batch; });
+  if (it == entries_.end()) return true;
+  bool held = !it->lost;
+  entries_.erase(it);
+  return held;
 }
 
 void LeaseKeeper::run() {
   std::unique_lock lock(mu_);
   while (!quit_) {
-    if (!batch_ || lost_) {
+    // The entry that is due first (lost ones are no longer renewed).
+    Entry* next = nullptr;
+    for (auto& e : entries_)
+      if (!e.lost && (!next || e.last_renew < next->last_renew)) next = &e;
+    if (!next) {
       cv_.wait_for(lock, interval_);
       continue;
     }
-    auto due = last_renew_ + interval_;
+    auto due = next->last_renew + interval_;
     if (SteadyClock::now() < due) {
       cv_.wait_until(lock, due);
       continue;
     }
-    const ClaimedBatch* batch = batch_;
-    std::uint64_t generation = generation_;
+    const ClaimedBatch* batch = next->batch;
     auto started = SteadyClock::now();
     renewing_ = true;
     lock.unlock();
@@ -70,11 +74,14 @@ void LeaseKeeper::run() {
     }
     lock.lock();
     renewing_ = false;
-    if (generation == generation_) {
+    // disarm() waits for renewing_ to clear, so the entry is still there.
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Entry& e) { return e.batch == batch; });
+    if (it != entries_.end()) {
       // A throwing renew is retried one interval later: two more chances before the lease ends.
-      last_renew_ = started;
+      it->last_renew = started;
       if (error.empty()) renewals_.fetch_add(1, std::memory_order_relaxed);
-      if (!held) lost_ = true;
+      if (!held) it->lost = true;
     }
     cv_.notify_all();
   }

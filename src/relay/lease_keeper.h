@@ -1,8 +1,9 @@
 #pragma once
-// Renews the lease of the batch being delivered every lease/3 from a helper thread, so a slow
-// sink does not lose its events to another relay. Arming and disarming only take an uncontended
-// mutex (no wake-up per batch): the keeper wakes on its own every interval and renews only when a
-// batch has been armed for at least one interval.
+// Renews the leases of the batches a relay holds (the one being delivered, and with pipelining
+// the next one, claimed while the first is delivered) every lease/3 from a helper thread, so a
+// slow sink does not lose its events to another relay. Arming and disarming only take an
+// uncontended mutex (no wake-up per batch): the keeper wakes on its own every interval and
+// renews only batches that have been armed for at least one interval.
 //
 // Thread safety: arm/disarm from the relay thread only; the keeper runs on its own thread.
 
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "outpost/store.h"
 
@@ -27,15 +29,21 @@ class LeaseKeeper {
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
 
-  // Starts keeping `batch` (which must stay alive until disarm()).
+  // Starts keeping `batch` (which must stay alive and unchanged until disarm(batch)).
   void arm(const ClaimedBatch& batch);
   // Stops keeping it; waits for a renew in progress. false: a renew reported the lease lost.
-  bool disarm();
+  // Disarming a batch that is not armed returns true.
+  bool disarm(const ClaimedBatch& batch);
 
   std::uint64_t renewals() const { return renewals_.load(std::memory_order_relaxed); }
 
  private:
   using SteadyClock = std::chrono::steady_clock;
+  struct Entry {
+    const ClaimedBatch* batch;
+    SteadyClock::time_point last_renew;
+    bool lost = false;
+  };
   void run();
 
   Store& store_;
@@ -45,12 +53,9 @@ class LeaseKeeper {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  const ClaimedBatch* batch_ = nullptr;  // guarded by mu_; null: nothing to keep
-  std::uint64_t generation_ = 0;         // guarded by mu_; bumped by every arm()
-  SteadyClock::time_point last_renew_;   // guarded by mu_
-  bool lost_ = false;                    // guarded by mu_
-  bool renewing_ = false;                // guarded by mu_
-  bool quit_ = false;                    // guarded by mu_
+  std::vector<Entry> entries_;  // guarded by mu_: the batches being kept (at most a few)
+  bool renewing_ = false;       // guarded by mu_
+  bool quit_ = false;           // guarded by mu_
   std::atomic<std::uint64_t> renewals_{0};
   std::thread thread_;  // started by the first arm()
 };

@@ -1,6 +1,8 @@
 // The relay loop. Per batch: one claim, one deliver, then at most one ack, one nack and one
-// release call (each one round trip on every store). Per-event work is a few vector pushes into
-// buffers reused across batches.
+// release call (each one round trip on every store); pipelined (the default), the settling of
+// one batch and the claim of the next are one Store::settle_and_claim call, made while the sink
+// delivers the batch in between. Per-event work is a few vector pushes into buffers reused
+// across batches.
 
 #include "outpost/relay.h"
 
@@ -108,7 +110,8 @@ struct Relay::Impl {
   // Runs a settle call with a few bounded retries. nullopt: gave up (reported); the lease
   // expiry will redeliver those events (a bounded duplicate).
   template <typename F>
-  std::optional<std::size_t> settle(const char* what, std::size_t count, F&& call, bool& retried) {
+  std::optional<std::size_t> settle_call(const char* what, std::size_t count, F&& call,
+                                         bool& retried) {
     Duration wait = kSettleRetryFirst;
     for (int attempt = 1;; ++attempt) {
       try {
@@ -130,130 +133,396 @@ struct Relay::Impl {
     }
   }
 
-  // ---- one cycle -------------------------------------------------------------------------
-  std::size_t cycle() {
-    ClaimedBatch batch = store.claim(options.batch_size, options.lease, options.order);
-    if (batch.empty()) return 0;
-    const std::size_t n = batch.events.size();
-    batches.fetch_add(1, std::memory_order_relaxed);
-    claimed.fetch_add(n, std::memory_order_relaxed);
-
-    ack_ids.clear();
-    nacks.clear();
-    release_ids.clear();
+  // ---- one batch -------------------------------------------------------------------------
+  // A claimed batch on its way through the relay: what is delivered, and what the relay
+  // decided for each event. Two of these exist, so one batch can be delivered while the store
+  // settles the previous one and claims the next (pipelining); buffers are reused across batches.
+  struct Slot {
+    ClaimedBatch batch;
+    std::vector<StoredEvent> subset;  // events to deliver when some were dead-lettered unseen
+    bool use_subset = false;
+    std::vector<DeliveryResult> results;
+    std::vector<EventId> acks, releases;
+    std::vector<Nack> nacks;
     std::uint64_t n_failed = 0, n_dead = 0;
+    bool abandoned = false;  // the lease was lost while delivering: settle nothing
 
-    // An event claimed more often than max_attempts lost its lease that many times (its relay
-    // died or hung while delivering it): dead-letter it without trying again.
-    std::span<const StoredEvent> to_deliver = batch.events;
-    std::vector<StoredEvent> subset;
-    bool over = std::any_of(batch.events.begin(), batch.events.end(), [&](const StoredEvent& e) {
-      return e.attempts > options.max_attempts;
-    });
-    if (over) {
-      for (const auto& e : batch.events) {
-        if (e.attempts <= options.max_attempts) {
-          subset.push_back(e);
-          continue;
-        }
-        std::string why = "gave up after " + std::to_string(e.attempts - 1) + " attempts (max " +
-                          std::to_string(options.max_attempts) +
-                          "): its lease expired while it was being delivered (the relay died or "
-                          "hung)";
-        delivery_error(describe(e) + " dead-lettered: " + why, e);
-        nacks.push_back(Nack{e.id, std::move(why), std::nullopt});
-        ++n_dead;
-      }
-      to_deliver = subset;
+    std::span<const StoredEvent> to_deliver() const {
+      return use_subset ? std::span<const StoredEvent>(subset)
+                        : std::span<const StoredEvent>(batch.events);
     }
+    Settlement settlement() const { return Settlement{acks, nacks, releases}; }
+  };
 
-    if (!to_deliver.empty()) {
-      std::vector<DeliveryResult> results;
-      keeper.arm(batch);
-      try {
-        results = sink.deliver(to_deliver);
-      } catch (const std::exception& ex) {
-        results.assign(to_deliver.size(), DeliveryResult::failed(ex.what()));
-      } catch (...) {
-        results.assign(to_deliver.size(),
-                       DeliveryResult::failed("sink threw a non-standard exception"));
+  // Counts a fresh claim and dead-letters events whose lease expired more often than
+  // max_attempts (their relay died or hung while delivering them) without trying them again.
+  void prepare(Slot& slot) {
+    slot.use_subset = false;
+    slot.subset.clear();
+    slot.results.clear();
+    slot.acks.clear();
+    slot.nacks.clear();
+    slot.releases.clear();
+    slot.n_failed = slot.n_dead = 0;
+    slot.abandoned = false;
+    if (slot.batch.empty()) return;
+    batches.fetch_add(1, std::memory_order_relaxed);
+    claimed.fetch_add(slot.batch.events.size(), std::memory_order_relaxed);
+    bool over =
+        std::any_of(slot.batch.events.begin(), slot.batch.events.end(),
+                    [&](const StoredEvent& e) { return e.attempts > options.max_attempts; });
+    if (!over) return;
+    slot.use_subset = true;
+    for (const auto& e : slot.batch.events) {
+      if (e.attempts <= options.max_attempts) {
+        slot.subset.push_back(e);
+        continue;
       }
-      if (!keeper.disarm()) {
-        // Somebody else holds these events now; our acks would be fenced anyway.
-        lease_lost.fetch_add(1, std::memory_order_relaxed);
-        report("lease lost while delivering a batch of " + std::to_string(n) +
-               " events: the batch is abandoned (its new owner delivers it)");
-        return n;
-      }
-      if (results.size() != to_deliver.size()) {
-        std::string why = "sink '" + std::string(sink.name()) + "' returned " +
-                          std::to_string(results.size()) + " results for " +
-                          std::to_string(to_deliver.size()) + " events";
-        results.assign(to_deliver.size(), DeliveryResult::failed(why));
-      }
-      for (std::size_t i = 0; i < to_deliver.size(); ++i) {
-        const StoredEvent& e = to_deliver[i];
-        DeliveryResult& r = results[i];
-        switch (r.status) {
-          case DeliveryResult::Status::delivered:
-            ack_ids.push_back(e.id);
-            break;
-          case DeliveryResult::Status::skipped:
-            release_ids.push_back(e.id);
-            break;
-          case DeliveryResult::Status::failed: {
-            ++n_failed;
-            std::optional<Duration> retry_in;
-            std::string note;
-            if (e.attempts < options.max_attempts) {
-              retry_in = backoff_delay(e.attempts, options.backoff_base, options.backoff_max);
-              note = "; retry in " + std::to_string(retry_in->count()) + " ms";
-            } else {
-              ++n_dead;
-              note = "; dead-lettered";
-            }
-            delivery_error(describe(e) + " attempt " + std::to_string(e.attempts) + "/" +
-                               std::to_string(options.max_attempts) + " failed: " + r.error + note,
-                           e);
-            nacks.push_back(Nack{e.id, std::move(r.error), retry_in});
-            break;
+      std::string why = "gave up after " + std::to_string(e.attempts - 1) + " attempts (max " +
+                        std::to_string(options.max_attempts) +
+                        "): its lease expired while it was being delivered (the relay died or "
+                        "hung)";
+      delivery_error(describe(e) + " dead-lettered: " + why, e);
+      slot.nacks.push_back(Nack{e.id, std::move(why), std::nullopt});
+      ++slot.n_dead;
+    }
+  }
+
+  // Runs the sink on the slot's events (on whichever thread calls it); never throws.
+  void deliver(Slot& slot) {
+    auto events = slot.to_deliver();
+    if (events.empty()) return;
+    try {
+      slot.results = sink.deliver(events);
+    } catch (const std::exception& ex) {
+      slot.results.assign(events.size(), DeliveryResult::failed(ex.what()));
+    } catch (...) {
+      slot.results.assign(events.size(),
+                          DeliveryResult::failed("sink threw a non-standard exception"));
+    }
+  }
+
+  // Turns the sink's results into acks, nacks (with backoff or dead) and releases.
+  void decide(Slot& slot) {
+    auto events = slot.to_deliver();
+    if (events.empty()) return;
+    if (slot.results.size() != events.size()) {
+      std::string why = "sink '" + std::string(sink.name()) + "' returned " +
+                        std::to_string(slot.results.size()) + " results for " +
+                        std::to_string(events.size()) + " events";
+      slot.results.assign(events.size(), DeliveryResult::failed(why));
+    }
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const StoredEvent& e = events[i];
+      DeliveryResult& r = slot.results[i];
+      switch (r.status) {
+        case DeliveryResult::Status::delivered:
+          slot.acks.push_back(e.id);
+          break;
+        case DeliveryResult::Status::skipped:
+          slot.releases.push_back(e.id);
+          break;
+        case DeliveryResult::Status::failed: {
+          ++slot.n_failed;
+          std::optional<Duration> retry_in;
+          std::string note;
+          if (e.attempts < options.max_attempts) {
+            retry_in = backoff_delay(e.attempts, options.backoff_base, options.backoff_max);
+            note = "; retry in " + std::to_string(retry_in->count()) + " ms";
+          } else {
+            ++slot.n_dead;
+            note = "; dead-lettered";
           }
+          delivery_error(describe(e) + " attempt " + std::to_string(e.attempts) + "/" +
+                             std::to_string(options.max_attempts) + " failed: " + r.error + note,
+                         e);
+          slot.nacks.push_back(Nack{e.id, std::move(r.error), retry_in});
+          break;
         }
       }
     }
+  }
 
-    bool retried = false, fenced = false;
-    if (!ack_ids.empty()) {
-      auto done = settle(
-          "ack", ack_ids.size(), [&] { return store.ack(batch, ack_ids); }, retried);
-      if (done && *done < ack_ids.size()) fenced = true;
-    }
-    if (!nacks.empty()) {
-      auto done = settle(
-          "nack", nacks.size(), [&] { return store.nack(batch, nacks); }, retried);
-      if (done && *done < nacks.size()) fenced = true;
-    }
-    if (!release_ids.empty()) {
-      auto done = settle(
-          "release", release_ids.size(), [&] { return store.release(batch, release_ids); },
-          retried);
-      if (done && *done < release_ids.size()) fenced = true;
-    }
-    // After a retried call a short count may just mean the first try did take effect.
-    if (fenced && !retried) {
+  // After delivery: false when the lease was lost meanwhile (the batch is abandoned; its new
+  // owner delivers it, and our acks would be fenced anyway).
+  bool still_leased(Slot& slot) {
+    if (keeper.disarm(slot.batch)) return true;
+    slot.abandoned = true;
+    lease_lost.fetch_add(1, std::memory_order_relaxed);
+    report("lease lost while delivering a batch of " + std::to_string(slot.batch.events.size()) +
+           " events: the batch is abandoned (its new owner delivers it)");
+    return false;
+  }
+
+  void count_settled(const Slot& slot, bool fenced) {
+    if (fenced) {
       lease_lost.fetch_add(1, std::memory_order_relaxed);
-      report("some events of a batch of " + std::to_string(n) +
+      report("some events of a batch of " + std::to_string(slot.batch.events.size()) +
              " were no longer leased by this relay when settled (lease expired)");
     }
+    delivered.fetch_add(slot.acks.size(), std::memory_order_relaxed);
+    failed.fetch_add(slot.n_failed, std::memory_order_relaxed);
+    dead.fetch_add(slot.n_dead, std::memory_order_relaxed);
+    released.fetch_add(slot.releases.size(), std::memory_order_relaxed);
+  }
 
-    delivered.fetch_add(ack_ids.size(), std::memory_order_relaxed);
-    failed.fetch_add(n_failed, std::memory_order_relaxed);
-    dead.fetch_add(n_dead, std::memory_order_relaxed);
-    released.fetch_add(release_ids.size(), std::memory_order_relaxed);
+  // Settles with the separate calls, each retried a few times.
+  void settle(Slot& slot) {
+    if (slot.abandoned) return;
+    bool retried = false, fenced = false;
+    if (!slot.acks.empty()) {
+      auto done = settle_call(
+          "ack", slot.acks.size(), [&] { return store.ack(slot.batch, slot.acks); }, retried);
+      if (done && *done < slot.acks.size()) fenced = true;
+    }
+    if (!slot.nacks.empty()) {
+      auto done = settle_call(
+          "nack", slot.nacks.size(), [&] { return store.nack(slot.batch, slot.nacks); }, retried);
+      if (done && *done < slot.nacks.size()) fenced = true;
+    }
+    if (!slot.releases.empty()) {
+      auto done = settle_call(
+          "release", slot.releases.size(), [&] { return store.release(slot.batch, slot.releases); },
+          retried);
+      if (done && *done < slot.releases.size()) fenced = true;
+    }
+    // After a retried call a short count may just mean the first try did take effect.
+    count_settled(slot, fenced && !retried);
+  }
+
+  // Settles `done` and claims the next batch into `next` in one store call. If that call
+  // fails, settles with the separate (retried) calls and leaves `next` empty; the caller's
+  // next plain claim backs off if the store is still failing.
+  void settle_and_claim(Slot& done, Slot& next) {
+    if (done.abandoned || done.settlement().empty()) {
+      if (!done.abandoned) count_settled(done, false);
+      prefetch(next);
+      return;
+    }
+    SettleCounts counts;
+    try {
+      next.batch = store.settle_and_claim(done.batch, done.settlement(), counts, options.batch_size,
+                                          options.lease, options.order);
+    } catch (const std::exception& ex) {
+      store_error(std::string("settle and claim failed (settling again on its own): ") + ex.what());
+      next.batch = ClaimedBatch{};
+      prepare(next);
+      settle(done);
+      return;
+    } catch (...) {
+      store_error("settle and claim failed with an unknown exception (settling again)");
+      next.batch = ClaimedBatch{};
+      prepare(next);
+      settle(done);
+      return;
+    }
+    prepare(next);
+    bool fenced = counts.acked < done.acks.size() || counts.nacked < done.nacks.size() ||
+                  counts.released < done.releases.size();
+    count_settled(done, fenced);
+  }
+
+  // ---- one cycle, no pipelining (run_once) --------------------------------------------------
+  std::size_t cycle() {
+    Slot& slot = slots[0];
+    slot.batch = store.claim(options.batch_size, options.lease, options.order);
+    prepare(slot);
+    if (slot.batch.empty()) return 0;
+    const std::size_t n = slot.batch.events.size();
+    if (!slot.to_deliver().empty()) {
+      keeper.arm(slot.batch);  // renewed while the sink works
+      deliver(slot);
+      if (!still_leased(slot)) return n;
+      decide(slot);
+    }
+    settle(slot);
     return n;
   }
 
-  void run() {
+  // ---- the pipelined loop -----------------------------------------------------------------
+  // Steady state, with batches x (delivered), y (being delivered) and z (claimed):
+  //   relay thread:    wait for y ... | settle x + claim z | wait for y | ...
+  //   delivery thread: deliver y .................................... | deliver z ...
+  // So the store's round trips overlap the sink's. Per-key order holds: z is claimed while y is
+  // still leased, so z holds no key of y (ordered claims skip keys in flight), and x is settled
+  // before anything after it of its keys can be claimed.
+  class DeliveryThread {
+   public:
+    explicit DeliveryThread(Impl& relay) : relay_(relay) {}
+    ~DeliveryThread() {
+      {
+        std::lock_guard lock(mu_);
+        quit_ = true;
+      }
+      cv_.notify_all();
+      if (thread_.joinable()) thread_.join();
+    }
+    void start(Slot& slot) {
+      std::lock_guard lock(mu_);
+      job_ = &slot;
+      done_ = false;
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      cv_.notify_all();
+    }
+    void wait() {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return done_; });
+    }
+
+   private:
+    void loop() {
+      std::unique_lock lock(mu_);
+      while (true) {
+        cv_.wait(lock, [&] { return quit_ || job_ != nullptr; });
+        if (!job_) return;  // quit with nothing to do
+        Slot* slot = job_;
+        lock.unlock();
+        relay_.deliver(*slot);
+        lock.lock();
+        job_ = nullptr;
+        done_ = true;
+        cv_.notify_all();
+        if (quit_) return;
+      }
+    }
+    Impl& relay_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    Slot* job_ = nullptr;  // guarded by mu_
+    bool done_ = true;     // guarded by mu_
+    bool quit_ = false;    // guarded by mu_
+    std::thread thread_;
+  };
+
+  // Hands `slot` (claimed, its lease already kept) to the delivery thread. Returns whether a
+  // delivery was started (not when every event was dead-lettered unseen).
+  bool start_delivery(Slot& slot) {
+    if (slot.to_deliver().empty()) return false;
+    delivery.start(slot);
+    return true;
+  }
+
+  // Waits for the delivery of `slot` (if one was started), stops keeping its lease and decides
+  // its outcomes.
+  void finish_delivery(Slot& slot, bool started) {
+    if (started) delivery.wait();
+    if (still_leased(slot) && started) decide(slot);
+  }
+
+  // Claims into `slot` and keeps its lease; a failing claim is reported, the slot left empty.
+  void prefetch(Slot& slot) {
+    slot.batch = ClaimedBatch{};
+    try {
+      slot.batch = store.claim(options.batch_size, options.lease, options.order);
+    } catch (const std::exception& ex) {
+      store_error(std::string("claim failed: ") + ex.what());
+    } catch (...) {
+      store_error("claim failed with an unknown exception");
+    }
+    prepare(slot);
+  }
+
+  // Gives a claimed batch that will not be delivered (the relay is stopping) back to the store
+  // without counting the attempt.
+  void give_back(Slot& slot) {
+    keeper.disarm(slot.batch);
+    slot.acks.clear();
+    slot.releases.clear();
+    for (const auto& e : slot.to_deliver()) slot.releases.push_back(e.id);
+    // slot.nacks keeps the unseen dead-letters decided in prepare().
+    settle(slot);
+    slot.batch = ClaimedBatch{};
+  }
+
+  void pipelined_run() {
+    // Roles rotate over the three slots: `settling` was delivered and is not settled yet,
+    // `delivering` is handed to the sink, `claimed` receives the batch after it.
+    Slot* settling = &slots[0];
+    Slot* delivering = &slots[1];
+    Slot* claimed_next = &slots[2];
+    for (Slot& s : slots) s.batch = ClaimedBatch{};
+    bool found_nothing = false;  // the last claim came back empty: wait before claiming again
+    while (!stopping.load(std::memory_order_acquire)) {
+      if (delivering->batch.empty()) {
+        if (!found_nothing) {
+          try {
+            delivering->batch = store.claim(options.batch_size, options.lease, options.order);
+            prepare(*delivering);
+            error_backoff = Duration{0};
+          } catch (const std::exception& ex) {
+            store_error(std::string("claim failed (backing off): ") + ex.what());
+            sleep_for(next_error_backoff());
+            continue;
+          } catch (...) {
+            store_error("claim failed with an unknown exception (backing off)");
+            sleep_for(next_error_backoff());
+            continue;
+          }
+        }
+        if (delivering->batch.empty()) {
+          found_nothing = false;
+          if (!wait_when_idle()) break;
+          continue;
+        }
+        keeper.arm(delivering->batch);
+      }
+      found_nothing = false;
+      futile_wakeups = 0;
+
+      bool started = start_delivery(*delivering);
+      // While the sink works: settle the previous batch and claim the next one.
+      if (!settling->batch.empty()) {
+        settle_and_claim(*settling, *claimed_next);
+        settling->batch = ClaimedBatch{};
+      } else if (!stopping.load(std::memory_order_acquire)) {
+        prefetch(*claimed_next);
+      }
+      if (!claimed_next->batch.empty()) keeper.arm(claimed_next->batch);
+      finish_delivery(*delivering, started);
+
+      Slot* free_slot = settling;
+      settling = delivering;
+      delivering = claimed_next;
+      claimed_next = free_slot;
+      if (delivering->batch.empty() && !stopping.load(std::memory_order_acquire)) {
+        // Nothing was claimed meanwhile: settle and look again in one call.
+        settle_and_claim(*settling, *delivering);
+        settling->batch = ClaimedBatch{};
+        if (!delivering->batch.empty()) keeper.arm(delivering->batch);
+        found_nothing = delivering->batch.empty();
+      }
+    }
+    // Stopping: settle what was delivered, give back what was claimed but not delivered.
+    if (!settling->batch.empty()) settle(*settling);
+    if (!delivering->batch.empty()) give_back(*delivering);
+  }
+
+  // Idle: returns false when run() should return (until_empty and nothing left).
+  bool wait_when_idle() {
+    if (stopping.load(std::memory_order_acquire)) return true;
+    try {
+      if (options.until_empty) {
+        StoreStats s = store.stats();
+        if (s.pending + s.leased == 0) return false;
+      }
+      // A store whose wait keeps returning at once while nothing is claimable (e.g. a due
+      // event held back behind a leased one of its key) must not make this loop spin.
+      if (futile_wakeups >= 3) sleep_for(Duration{std::min<std::int64_t>(futile_wakeups - 2, 10)});
+      if (idle_wait())
+        ++futile_wakeups;
+      else
+        futile_wakeups = 0;
+    } catch (const std::exception& ex) {
+      store_error(std::string("store wait failed (backing off): ") + ex.what());
+      sleep_for(next_error_backoff());
+    } catch (...) {
+      store_error("store wait failed with an unknown exception (backing off)");
+      sleep_for(next_error_backoff());
+    }
+    return true;
+  }
+
+  void sequential_run() {
     while (!stopping.load(std::memory_order_acquire)) {
       std::size_t n = 0;
       try {
@@ -270,27 +539,15 @@ struct Relay::Impl {
       }
       if (n > 0) futile_wakeups = 0;
       if (n > 0 || stopping.load(std::memory_order_acquire)) continue;
-      try {
-        if (options.until_empty) {
-          StoreStats s = store.stats();
-          if (s.pending + s.leased == 0) break;
-        }
-        // A store whose wait keeps returning at once while nothing is claimable (e.g. a due
-        // event held back behind a leased one of its key) must not make this loop spin.
-        if (futile_wakeups >= 3)
-          sleep_for(Duration{std::min<std::int64_t>(futile_wakeups - 2, 10)});
-        if (idle_wait())
-          ++futile_wakeups;
-        else
-          futile_wakeups = 0;
-      } catch (const std::exception& ex) {
-        store_error(std::string("store wait failed (backing off): ") + ex.what());
-        sleep_for(next_error_backoff());
-      } catch (...) {
-        store_error("store wait failed with an unknown exception (backing off)");
-        sleep_for(next_error_backoff());
-      }
+      if (!wait_when_idle()) break;
     }
+  }
+
+  void run() {
+    if (options.pipeline)
+      pipelined_run();
+    else
+      sequential_run();
     try {
       sink.close();
     } catch (const std::exception& ex) {
@@ -335,14 +592,15 @@ struct Relay::Impl {
   Duration error_backoff{0};  // relay thread only
   int futile_wakeups = 0;     // relay thread only: early wake-ups in a row that found nothing
 
-  // Reused across batches (relay thread only) so the hot path does not allocate per batch.
-  std::vector<EventId> ack_ids, release_ids;
-  std::vector<Nack> nacks;
+  // Relay thread only (the delivery thread touches the one it was handed); reused across batches
+  // so the hot path does not allocate per batch.
+  Slot slots[3];
 
   std::atomic<std::uint64_t> batches{0}, claimed{0}, delivered{0}, failed{0}, dead{0}, released{0},
       lease_lost{0}, store_errors{0};
 
-  relay_detail::LeaseKeeper keeper;  // last: its thread reports through the members above
+  relay_detail::LeaseKeeper keeper;  // its thread reports through the members above
+  DeliveryThread delivery{*this};    // last: destroyed (joined) first
 };
 
 Relay::Relay(Store& store, Sink& sink, RelayOptions options)

@@ -9,7 +9,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -473,6 +477,132 @@ TEST_P(RelayTest, UntilEmptyReturnsAtOnceOnAnEmptyStore) {
   auto t0 = SteadyClock::now();
   ASSERT_TRUE(run_bounded(relay));
   EXPECT_LT(SteadyClock::now() - t0, 2s);
+}
+
+// Records, per deliver() call, whether the store was asked for a claim while the sink worked.
+class SlowRecordingSink : public Sink {
+ public:
+  SlowRecordingSink(FaultyStore& store, Duration per_batch)
+      : store_(store), per_batch_(per_batch) {}
+  std::string_view name() const override { return "slow"; }
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    int claims_before = store_.claim_calls.load();
+    std::this_thread::sleep_for(per_batch_);
+    if (store_.claim_calls.load() > claims_before) ++overlapped;
+    for (const auto& e : events) seen.push_back(e.id);
+    return std::vector<DeliveryResult>(events.size(), DeliveryResult::delivered());
+  }
+  std::vector<EventId> seen;  // delivery thread only; read after run() returned
+  std::atomic<int> overlapped{0};
+
+ private:
+  FaultyStore& store_;
+  Duration per_batch_;
+};
+
+TEST_P(RelayTest, PipelinedRelayClaimsWhileTheSinkDeliversAndKeepsOrder) {
+  for (bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "sequential");
+    FaultyStore store(make_store());
+    auto events = make_events(300, "t", "one-key");
+    store.append(events);
+    SlowRecordingSink sink(store, 20ms);
+    RelayOptions o = until_empty_options();
+    o.batch_size = 50;
+    o.order = ClaimOrder::unordered;  // one key: ordered claims could not prefetch anything
+    o.pipeline = pipeline;
+    Relay relay(store, sink, o);
+    ASSERT_TRUE(run_bounded(relay));
+    ASSERT_EQ(sink.seen.size(), events.size());
+    for (std::size_t i = 0; i < events.size(); ++i) EXPECT_EQ(sink.seen[i], events[i].id) << i;
+    EXPECT_EQ(relay.counters().delivered, 300u);
+    if (pipeline)
+      EXPECT_GE(sink.overlapped.load(), 4) << "claims should overlap deliveries";
+    else
+      EXPECT_EQ(sink.overlapped.load(), 0);
+    auto s = store.stats();
+    EXPECT_EQ(s.pending + s.leased, 0);
+  }
+}
+
+TEST_P(RelayTest, PipelinedRelayKeepsPerKeyOrderThroughRandomFailures) {
+  auto store = make_store();
+  constexpr int kKeys = 8;
+  std::vector<Event> events;
+  for (int i = 0; i < 800; ++i) {
+    auto e = make_events(1, "t", "k" + std::to_string(i % kKeys)).front();
+    events.push_back(std::move(e));
+  }
+  store->append(events);
+  std::mt19937 rng(42);
+  std::map<std::string, std::vector<EventId>> delivered;  // handler runs on one thread at a time
+  HandlerSink sink;
+  sink.on("t", [&](const StoredEvent& e) {
+    if (rng() % 5 == 0) throw std::runtime_error("random failure");
+    delivered[e.key].push_back(e.id);
+  });
+  RelayOptions o = until_empty_options();
+  o.batch_size = 16;
+  o.max_attempts = 1000;
+  o.backoff_base = 1ms;
+  o.backoff_max = 3ms;
+  o.poll_interval = 5ms;
+  Relay relay(*store, sink, o);
+  ASSERT_TRUE(run_bounded(relay, 30s));
+  std::map<std::string, std::vector<EventId>> expected;
+  for (const auto& e : events) expected[e.key].push_back(e.id);
+  EXPECT_EQ(delivered, expected);  // every event once, each key in emit order
+  EXPECT_GT(relay.counters().failed, 0u);
+  EXPECT_EQ(relay.counters().delivered, events.size());
+}
+
+TEST_P(RelayTest, StopGivesBackTheBatchClaimedAheadWithoutCountingAnAttempt) {
+  FaultyStore store(make_store());
+  store.append(make_events(200, "t"));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool let_go = false;
+  std::atomic<int> deliveries{0};
+  class GateSink : public Sink {
+   public:
+    explicit GateSink(std::function<void()> gate) : gate_(std::move(gate)) {}
+    std::string_view name() const override { return "gate"; }
+    std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+      gate_();
+      return std::vector<DeliveryResult>(events.size(), DeliveryResult::delivered());
+    }
+
+   private:
+    std::function<void()> gate_;
+  } sink([&] {
+    ++deliveries;
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return let_go; });
+  });
+  RelayOptions o;
+  o.batch_size = 100;
+  o.order = ClaimOrder::unordered;
+  Relay relay(store, sink, o);
+  std::thread t([&] { relay.run(); });
+  // The first batch is in the sink and the second one has been claimed ahead.
+  ASSERT_TRUE(eventually([&] { return deliveries.load() == 1 && store.claim_calls.load() >= 2; }));
+  relay.stop();
+  {
+    std::lock_guard lock(mu);
+    let_go = true;
+  }
+  cv.notify_all();
+  t.join();
+  EXPECT_EQ(deliveries.load(), 1);
+  auto c = relay.counters();
+  EXPECT_EQ(c.delivered, 100u);
+  EXPECT_EQ(c.released, 100u);
+  auto s = store.stats();
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.pending, 100);
+  auto rest = store.claim(1000, 5s, ClaimOrder::unordered);
+  ASSERT_EQ(rest.events.size(), 100u);
+  for (const auto& e : rest.events) EXPECT_EQ(e.attempts, 1) << "the given-back claim counted";
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, RelayTest, ::testing::ValuesIn(testing::store_cases()), case_name);
