@@ -21,6 +21,7 @@ struct BenchOptions {
   std::size_t payload_bytes = 200;
   std::size_t keys = 1000;  // distinct event keys, round robin (0: empty key)
   bool unordered = false;
+  bool no_pipeline = false;    // relays claim -> deliver -> settle strictly in turn
   double rate = 1000;          // events/s in the latency phase
   double latency_seconds = 3;  // length of the latency phase (0: skip it)
   bool baseline = true;        // run the raw-engine baseline(s)

@@ -110,6 +110,7 @@ class RelayGroup {
       RelayOptions ro;
       ro.batch_size = o.batch;
       ro.order = o.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
+      ro.pipeline = !o.no_pipeline;
       ro.max_attempts = 1000;  // a benchmark retries rather than losing events to dead letters
       ro.backoff_base = Duration(10);
       ro.backoff_max = Duration(1000);
@@ -428,7 +429,8 @@ std::string BenchResult::to_json(const BenchOptions& o) const {
     << ",\"sink\":" << str(o.sink_url.empty() ? "noop" : core::Url::parse(o.sink_url).redacted())
     << ",\"producers\":" << o.producers << ",\"relays\":" << o.relays << ",\"batch\":" << o.batch
     << ",\"emit_batch\":" << o.emit_batch << ",\"payload_bytes\":" << o.payload_bytes
-    << ",\"ordered\":" << (o.unordered ? "false" : "true");
+    << ",\"ordered\":" << (o.unordered ? "false" : "true")
+    << ",\"pipeline\":" << (o.no_pipeline ? "false" : "true");
   if (!o.sink_url.empty())
     j << ",\"sink_baseline_events_per_s\":" << num(sink_baseline_events_per_s)
       << ",\"sink_ratio\":" << num(sink_ratio) << ",\"sink_baseline\":" << str(sink_baseline_what);

@@ -47,6 +47,8 @@ Runner add_bench_command(CLI::App& root) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, std::size_t{100'000'000}));
   sub->add_flag("--unordered", o->unordered, "Unordered claims");
+  sub->add_flag("--no-pipeline", o->no_pipeline,
+                "Relays claim, deliver and settle strictly in turn (no overlap; for comparison)");
   sub->add_option("--rate", o->rate, "Events/s in the latency phase")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e7));
