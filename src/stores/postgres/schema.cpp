@@ -150,4 +150,13 @@ END $f$;
 )";
 }
 
+std::string migration_v2(const Names& n) {
+  // A claim rewrites each row once (state, lease): with room for the new version on the same
+  // page the update is HOT (no index entries). At fillfactor 60 a page of ~300-byte rows had
+  // room for two thirds of its rows' new versions; the other third went into all four indexes
+  // (and bottom-up index deletion was PostgreSQL's top CPU cost in the relay's claims). At 30
+  // every claim update was HOT in the benchmark. Applies to pages written from now on.
+  return "ALTER TABLE " + n.outbox + " SET (fillfactor = 30)";
+}
+
 }  // namespace outpost::pg

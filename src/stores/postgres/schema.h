@@ -19,9 +19,10 @@ struct Names {
   Names(std::string schema, std::string table);
 };
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
-// Migrations in order; migrations()[i] brings version i to i + 1. Run under an advisory lock.
+// Migrations in order; migration_vN brings version N - 1 to N. Run under an advisory lock.
 std::string migration_v1(const Names& n);
+std::string migration_v2(const Names& n);
 
 }  // namespace outpost::pg
