@@ -91,13 +91,18 @@ redis.call('PUBLISH', B .. 'wake', '1')
 return n
 )lua";
 
-// ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0), owner, scan_limit.
+// claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0),
+// owner, scan_limit.
 // Returns {fence, hint_ms, id, type, key, payload, occurred_us, headers, seq, attempts, ...}.
 // fence -1: the writer lease is held by another Store (hint = its remaining ms).
 // hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
-inline constexpr const char* kClaim = R"lua(
-local token, max, lease = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local ordered, owner, scan_limit = ARGV[5] == '1', ARGV[6], tonumber(ARGV[7])
+// Ordered: events in due-time (then emit) order, each taken only with every earlier event of its
+// key. Cost per claimed event: one HMGET, one HSET and its share of the batched ZREM/ZADD;
+// ordered mode adds one small ZRANGE per key (a ZSCORE only for an event found out of order).
+inline constexpr const char* kClaimFn = R"lua(
+local function claim(A)
+local token, max, lease = A[2], tonumber(A[3]), tonumber(A[4])
+local ordered, owner, scan_limit = A[5] == '1', A[6], tonumber(A[7])
 local now = now_ms()
 local pending, leased = B .. 'pending', B .. 'leased'
 local fence = 0
@@ -125,7 +130,7 @@ for i = 1, #expired, 2 do
   redis.call('ZREM', leased, expired[i])
   redis.call('ZADD', pending, expired[i + 1], expired[i])
 end
-local picked, taken, done_keys, fields = {}, {}, {}, {}
+local picked, taken, fields = {}, {}, {}
 local function fetch(id)
   local f = fields[id]
   if not f then
@@ -134,10 +139,54 @@ local function fetch(id)
   end
   return f
 end
-local function claimable(id)
-  if taken[id] then return false end
+local function take(id)
+  picked[#picked + 1] = id; taken[id] = true
+end
+-- Ordered mode: per key, its queue (seq order) read lazily in growing windows, and how many of
+-- its head entries this claim took. A scanned event is taken when every event before it in its
+-- key's queue is taken too: the ones not taken yet must be due (pending) or have an expired
+-- lease, and are taken first, in queue order; otherwise the key is blocked for this claim.
+local queues = {}
+local function queue_at(key, Q, j)
+  while j > #Q.ids and not Q.all do
+    local from = #Q.ids
+    local n = math.max(4, from)
+    local more = redis.call('ZRANGE', B .. 'k:' .. key, from, from + n - 1)
+    for _, x in ipairs(more) do Q.ids[#Q.ids + 1] = x end
+    if #more < n then Q.all = true end
+  end
+  return Q.ids[j]
+end
+local function due(id)
   local s = redis.call('ZSCORE', pending, id) or redis.call('ZSCORE', leased, id)
   return s and tonumber(s) <= now
+end
+local function take_in_order(id, key)
+  local Q = queues[key]
+  if not Q then
+    Q = {ids = {}, pos = 0, all = false, blocked = false}
+    queues[key] = Q
+  end
+  if Q.blocked then return end
+  local room = max - #picked
+  local j = Q.pos + 1
+  while j - Q.pos <= room do
+    local qid = queue_at(key, Q, j)
+    if not qid then  -- not in its key's queue (never expected): nothing orders it
+      take(id)
+      return
+    end
+    if qid == id then
+      for x = Q.pos + 1, j do take(Q.ids[x]) end
+      Q.pos = j
+      return
+    end
+    if not due(qid) then
+      Q.blocked = true
+      return
+    end
+    j = j + 1
+  end
 end
 local chunk = math.max(64, max * 2)
 local offset = 0
@@ -149,15 +198,9 @@ while #picked < max and offset < scan_limit do
       local key = ''
       if ordered then key = fetch(id)[2] or '' end
       if key == '' then
-        picked[#picked + 1] = id; taken[id] = true
-      elseif not done_keys[key] then
-        -- Take the run of due events at the head of this key's queue, in sequence order.
-        done_keys[key] = true
-        local q = redis.call('ZRANGE', B .. 'k:' .. key, 0, max - #picked - 1)
-        for _, qid in ipairs(q) do
-          if qid ~= id and not claimable(qid) then break end  -- id itself is due (scanned)
-          picked[#picked + 1] = qid; taken[qid] = true
-        end
+        take(id)
+      else
+        take_in_order(id, key)
       end
     end
   end
@@ -190,26 +233,35 @@ for _, id in ipairs(picked) do
   out[#out + 1] = n
 end
 return out
+end
 )lua";
 
-// ARGV: B, fence, owner, archive (1/0), retention_ms (0 = keep), ids... Returns count or -1
-// when fenced off (the writer lease changed hands since the claim).
-inline constexpr const char* kAck = R"lua(
-if not fence_ok(ARGV[2]) then return -1 end
-local owner, archive, retention = ARGV[3], ARGV[4] == '1', tonumber(ARGV[5])
+// ack(A), A laid out like ARGV: B, fence, owner, archive (1/0), retention_ms (0 = keep), ids...
+// Returns count or -1 when fenced off (the writer lease changed hands since the claim).
+inline constexpr const char* kAckFn = R"lua(
+local function ack(A)
+if not fence_ok(A[2]) then return -1 end
+local owner, archive, retention = A[3], A[4] == '1', tonumber(A[5])
 local now = 0
 if archive then now = now_ms() end
-local done, dels, seen = {}, {}, {}
-for i = 6, #ARGV do
-  local id = ARGV[i]
+local done, dels, seen, by_key = {}, {}, {}, {}
+for i = 6, #A do
+  local id = A[i]
   local f = redis.call('HMGET', B .. 'e:' .. id, 'w', 'k')
   if f[1] == owner and not seen[id] then
     seen[id] = true
     done[#done + 1] = id
     dels[#dels + 1] = B .. 'e:' .. id
-    if f[2] and f[2] ~= '' then redis.call('ZREM', B .. 'k:' .. f[2], id) end
+    local k = f[2]
+    if k and k ~= '' then
+      local l = by_key[k]
+      if not l then l = {}; by_key[k] = l end
+      l[#l + 1] = id
+    end
   end
 end
+-- One ZREM per key queue (an ordered batch holds runs of the same key).
+for k, l in pairs(by_key) do bulk('ZREM', B .. 'k:' .. k, l) end
 local n = #done
 if n > 0 then
   -- Usually all leased; some are back in pending only after a lease recovery.
@@ -234,17 +286,20 @@ if archive and retention > 0 then
   end
 end
 return n
+end
 )lua";
 
-// ARGV: B, fence, owner, then triples id, error, retry_ms (-1 = dead now). Returns count or -1.
-inline constexpr const char* kNack = R"lua(
-if not fence_ok(ARGV[2]) then return -1 end
-local owner = ARGV[3]
+// nack(A), A laid out like ARGV: B, fence, owner, then triples id, error, retry_ms (-1 = dead
+// now). Returns count or -1.
+inline constexpr const char* kNackFn = R"lua(
+local function nack(A)
+if not fence_ok(A[2]) then return -1 end
+local owner = A[3]
 local now, t = now_ms()
 local dead_at = t[1] .. string.format('%06d', tonumber(t[2]))
 local n = 0
-for i = 4, #ARGV, 3 do
-  local id, err, retry = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+for i = 4, #A, 3 do
+  local id, err, retry = A[i], A[i + 1], tonumber(A[i + 2])
   local e = B .. 'e:' .. id
   local f = redis.call('HMGET', e, 'w', 'k', 's')
   if f[1] == owner then
@@ -262,16 +317,19 @@ for i = 4, #ARGV, 3 do
   end
 end
 return n
+end
 )lua";
 
-// ARGV: B, fence, owner, ids... Back to pending, due now, attempt not counted.
-inline constexpr const char* kRelease = R"lua(
-if not fence_ok(ARGV[2]) then return -1 end
-local owner = ARGV[3]
+// release(A), A laid out like ARGV: B, fence, owner, ids... Back to pending, due now, attempt
+// not counted. Returns count or -1.
+inline constexpr const char* kReleaseFn = R"lua(
+local function release(A)
+if not fence_ok(A[2]) then return -1 end
+local owner = A[3]
 local now = now_ms()
 local n = 0
-for i = 4, #ARGV do
-  local id = ARGV[i]
+for i = 4, #A do
+  local id = A[i]
   local e = B .. 'e:' .. id
   if redis.call('HGET', e, 'w') == owner then
     redis.call('ZREM', B .. 'leased', id)
@@ -283,6 +341,46 @@ for i = 4, #ARGV do
 end
 if n > 0 then redis.call('PUBLISH', B .. 'wake', '1') end
 return n
+end
+)lua";
+
+// Bodies of the single-purpose scripts over the functions above (ARGV as documented there).
+inline constexpr const char* kClaimBody = "return claim(ARGV)\n";
+inline constexpr const char* kAckBody = "return ack(ARGV)\n";
+inline constexpr const char* kNackBody = "return nack(ARGV)\n";
+inline constexpr const char* kReleaseBody = "return release(ARGV)\n";
+
+// Store::settle_and_claim in one script: ack, nack, release (each fenced like the separate
+// scripts), then claim. ARGV: B, fence, owner (of the settled batch), archive (1/0),
+// retention_ms, n_acks, n_nacks, n_releases, then the claim's token, max, lease_ms, ordered,
+// new owner, scan_limit, then n_acks ids, n_nacks triples (id, error, retry_ms), n_releases ids.
+// Returns {acked, nacked, released, <claim's reply>} (counts -1 when fenced off).
+inline constexpr const char* kSettleBody = R"lua(
+local fence, owner = ARGV[2], ARGV[3]
+local na, nn, nr = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local i = 15
+local counts = {0, 0, 0}
+if na > 0 then
+  local a = {B, fence, owner, ARGV[4], ARGV[5]}
+  for j = i, i + na - 1 do a[#a + 1] = ARGV[j] end
+  counts[1] = ack(a)
+end
+i = i + na
+if nn > 0 then
+  local a = {B, fence, owner}
+  for j = i, i + nn * 3 - 1 do a[#a + 1] = ARGV[j] end
+  counts[2] = nack(a)
+end
+i = i + nn * 3
+if nr > 0 then
+  local a = {B, fence, owner}
+  for j = i, i + nr - 1 do a[#a + 1] = ARGV[j] end
+  counts[3] = release(a)
+end
+local out = claim({B, ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]})
+local r = {counts[1], counts[2], counts[3]}
+for j = 1, #out do r[#r + 1] = out[j] end
+return r
 )lua";
 
 // ARGV: B, token, fence, owner, lease_ms, ids... Returns 1 (held) or 0 (lost).

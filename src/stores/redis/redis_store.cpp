@@ -10,6 +10,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstdio>
+#include <initializer_list>
 #include <random>
 #include <thread>
 
@@ -28,6 +29,13 @@ constexpr std::size_t kBulkChunk = 1000;  // ids per retry_all/discard_all scrip
 
 std::string with_prologue(const char* body) {
   return std::string(kPrologue) + body;
+}
+
+// The prologue, the given function definitions (redis_scripts.h) and a body calling them.
+std::string with_functions(std::initializer_list<const char*> functions, const char* body) {
+  std::string text(kPrologue);
+  for (const char* f : functions) text += f;
+  return text + body;
 }
 
 // Headers as "<len>:<bytes>" pairs: binary-safe and cheap to parse.
@@ -100,10 +108,14 @@ std::string instance_token() {
 
 struct Scripts {
   Script append{"append", with_prologue(kAppend), {}, {}};
-  Script claim{"claim", with_prologue(kClaim), {}, {}};
-  Script ack{"ack", with_prologue(kAck), {}, {}};
-  Script nack{"nack", with_prologue(kNack), {}, {}};
-  Script release{"release", with_prologue(kRelease), {}, {}};
+  Script claim{"claim", with_functions({kClaimFn}, kClaimBody), {}, {}};
+  Script ack{"ack", with_functions({kAckFn}, kAckBody), {}, {}};
+  Script nack{"nack", with_functions({kNackFn}, kNackBody), {}, {}};
+  Script release{"release", with_functions({kReleaseFn}, kReleaseBody), {}, {}};
+  Script settle{"settle_and_claim",
+                with_functions({kAckFn, kNackFn, kReleaseFn, kClaimFn}, kSettleBody),
+                {},
+                {}};
   Script renew{"renew", with_prologue(kRenew), {}, {}};
   Script unlock{"unlock", with_prologue(kUnlock), {}, {}};
   Script stats{"stats", with_prologue(kStats), {}, {}};
@@ -178,37 +190,72 @@ class RedisStore final : public Store {
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
     ClaimedBatch batch;
     if (max == 0) return batch;
-    batch.lease.owner = token_.empty() ? instance_owner_ : token_;
-    batch.lease.owner += "#" + std::to_string(++claims_);
-    const std::string max_s = std::to_string(max);
-    const std::string lease_s = std::to_string(std::max<std::int64_t>(1, lease.count()));
-    const std::string scan_s = std::to_string(std::max<std::size_t>(1000, max * 20));
+    ClaimArgs c = claim_args(batch, max, lease, order);
     Reply r = client_.eval(scripts_.claim, key_,
-                           {base_, token_, max_s, lease_s, order == ClaimOrder::ordered ? "1" : "0",
-                            batch.lease.owner, scan_s});
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2)
-      throw Error(ErrorCode::backend, "redis", "claim: unexpected reply");
-    std::int64_t fence = reply_int(r->element[0]);
-    std::int64_t hint = reply_int(r->element[1]);
-    if (fence < 0) {  // another relay holds the writer lease: stand by until it may expire
-      next_hint_ms_ = std::max<std::int64_t>(hint, 1);
-      return batch;
+                           {base_, token_, c.max, c.lease, c.ordered, batch.lease.owner, c.scan});
+    read_claim(batch, r.get(), 0);
+    return batch;
+  }
+
+  // Settles `done` and claims the next batch in one script (one round trip): the settle part
+  // is fenced exactly like ack/nack/release, and the claim sees the settled keys' next heads.
+  ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                SettleCounts& counts, std::size_t max, Duration lease,
+                                ClaimOrder order) override {
+    counts = {};
+    if (max == 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
+    ClaimedBatch batch;
+    ClaimArgs c = claim_args(batch, max, lease, order);
+    const std::string fence = std::to_string(done.lease.fence);
+    const std::string retention = std::to_string(options_.archive_retention.count());
+    const std::string n_acks = std::to_string(settlement.acks.size());
+    const std::string n_nacks = std::to_string(settlement.nacks.size());
+    const std::string n_releases = std::to_string(settlement.releases.size());
+    std::vector<std::string> owned;
+    owned.reserve(settlement.acks.size() + settlement.nacks.size() * 2 +
+                  settlement.releases.size());
+    for (const auto& id : settlement.acks) owned.push_back(id.str());
+    for (const auto& nk : settlement.nacks) {
+      owned.push_back(nk.id.str());
+      owned.push_back(nk.retry_in ? std::to_string(std::max<std::int64_t>(0, nk.retry_in->count()))
+                                  : std::string("-1"));
     }
-    if (!token_.empty()) held_ = true;
-    batch.lease.fence = fence;
-    constexpr std::size_t kFields = 8;
-    const std::size_t n = (r->elements - 2) / kFields;
-    next_hint_ms_ = n == 0 ? hint : 0;
-    batch.events.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      redisReply** f = r->element + 2 + i * kFields;
-      StoredEvent e;
-      fill(e, f);
-      e.attempts = static_cast<int>(reply_int(f[7]));
-      batch.events.push_back(std::move(e));
+    for (const auto& id : settlement.releases) owned.push_back(id.str());
+    // `owned` is complete: argv may point into it now.
+    std::vector<std::string_view> argv{base_,
+                                       fence,
+                                       done.lease.owner,
+                                       options_.archive ? "1" : "0",
+                                       retention,
+                                       n_acks,
+                                       n_nacks,
+                                       n_releases,
+                                       token_,
+                                       c.max,
+                                       c.lease,
+                                       c.ordered,
+                                       batch.lease.owner,
+                                       c.scan};
+    argv.reserve(argv.size() + owned.size() + settlement.nacks.size());
+    std::size_t o = 0;
+    for (std::size_t i = 0; i < settlement.acks.size(); ++i) argv.push_back(owned[o++]);
+    for (const auto& nk : settlement.nacks) {
+      argv.push_back(owned[o++]);
+      argv.push_back(nk.error);
+      argv.push_back(owned[o++]);
     }
-    std::sort(batch.events.begin(), batch.events.end(),
-              [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
+    for (std::size_t i = 0; i < settlement.releases.size(); ++i) argv.push_back(owned[o++]);
+    Reply r = client_.eval(scripts_.settle, key_, argv);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5)
+      throw Error(ErrorCode::backend, "redis", "settle_and_claim: unexpected reply");
+    auto count = [&](std::size_t i) {
+      auto n = reply_int(r->element[i]);
+      return n < 0 ? std::size_t{0} : static_cast<std::size_t>(n);
+    };
+    counts.acked = count(0);
+    counts.nacked = count(1);
+    counts.released = count(2);
+    read_claim(batch, r.get(), 3);
     return batch;
   }
 
@@ -334,6 +381,46 @@ class RedisStore final : public Store {
   }
 
  private:
+  struct ClaimArgs {
+    std::string max, lease, ordered, scan;
+  };
+
+  // Arguments of the claim function; sets the new batch's lease owner.
+  ClaimArgs claim_args(ClaimedBatch& batch, std::size_t max, Duration lease, ClaimOrder order) {
+    batch.lease.owner = token_.empty() ? instance_owner_ : token_;
+    batch.lease.owner += "#" + std::to_string(++claims_);
+    return {std::to_string(max), std::to_string(std::max<std::int64_t>(1, lease.count())),
+            order == ClaimOrder::ordered ? "1" : "0",
+            std::to_string(std::max<std::size_t>(1000, max * 20))};
+  }
+
+  // Reads the claim function's reply {fence, hint, events...} starting at element `at`.
+  void read_claim(ClaimedBatch& batch, const redisReply* r, std::size_t at) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < at + 2)
+      throw Error(ErrorCode::backend, "redis", "claim: unexpected reply");
+    std::int64_t fence = reply_int(r->element[at]);
+    std::int64_t hint = reply_int(r->element[at + 1]);
+    if (fence < 0) {  // another relay holds the writer lease: stand by until it may expire
+      next_hint_ms_ = std::max<std::int64_t>(hint, 1);
+      return;
+    }
+    if (!token_.empty()) held_ = true;
+    batch.lease.fence = fence;
+    constexpr std::size_t kFields = 8;
+    const std::size_t n = (r->elements - at - 2) / kFields;
+    next_hint_ms_ = n == 0 ? hint : 0;
+    batch.events.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      redisReply** f = r->element + at + 2 + i * kFields;
+      StoredEvent e;
+      fill(e, f);
+      e.attempts = static_cast<int>(reply_int(f[7]));
+      batch.events.push_back(std::move(e));
+    }
+    std::sort(batch.events.begin(), batch.events.end(),
+              [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
+  }
+
   // One EVAL queued into the caller's MULTI (EVALSHA could not recover from NOSCRIPT at EXEC).
   void append_in_multi(redisContext* ctx, const std::vector<std::string_view>& argv) {
     const std::string& text = scripts_.append.text;
