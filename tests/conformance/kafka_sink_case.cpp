@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../integration/broker_consumers.h"
+#include "core/cloudevents.h"
 #include "outpost/error.h"
 #include "outpost/sinks/kafka.h"
 #include "server_process.h"
@@ -111,6 +112,51 @@ TEST_F(KafkaSink, ConsumerSeesKeyCloudEventsHeadersAndTopicPerType) {
     if (c.id == events[2].id.str()) {
       EXPECT_TRUE(c.key.empty());
     }
+  }
+}
+
+// The sink adds its headers straight from the event's fields (no vector of strings per event):
+// they must stay exactly core::cloudevents_headers() (names, values, order) plus outpost-id,
+// also for user headers that map to a reserved or empty attribute and for any occurred_at.
+TEST_F(KafkaSink, HeadersAreExactlyTheCloudEventsMappingPlusOutpostId) {
+  const std::string topic = unique_name("hdr");
+  auto sink = open_kafka_sink("kafka://" + bootstrap() + "/" + topic);
+  std::vector<StoredEvent> events;
+  const std::int64_t times_us[] = {1'700'000'000'000'007,
+                                   1'700'000'000'999'999,
+                                   1'700'000'001'000'000,
+                                   1'700'000'001'123'456,
+                                   -1'500'001,
+                                   0};
+  for (int i = 0; i < 6; ++i) {
+    StoredEvent e = make_event(i + 1, "hdr.type", i % 2 ? "k" : "");
+    e.occurred_at = TimePoint{std::chrono::microseconds{times_us[i]}};
+    events.push_back(std::move(e));
+  }
+  events[1].headers.emplace("Type", "must not replace ce-type");
+  events[1].headers.emplace("ID", "must not replace ce-id");
+  events[1].headers.emplace("--", "no attribute name left");
+  events[1].headers.emplace("Trace-Parent_1", "00-abc-01");
+  events[2].headers.clear();
+  auto results = sink->deliver(events);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.error;
+
+  auto got = kafka_read_all(bootstrap(), topic, events.size());
+  ASSERT_EQ(got.size(), events.size());
+  for (const auto& e : events) {
+    std::vector<std::pair<std::string, std::string>> want = core::cloudevents_headers(e);
+    want.emplace_back("outpost-id", e.id.str());
+    bool found = false;
+    for (const auto& r : got) {
+      if (r.id != e.id.str()) continue;
+      found = true;
+      ASSERT_EQ(r.headers.size(), want.size()) << e.id.str();
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(r.headers[i].first, want[i].first) << i;
+        EXPECT_EQ(r.headers[i].second, want[i].second) << want[i].first;
+      }
+    }
+    EXPECT_TRUE(found) << e.id.str();
   }
 }
 

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include "../integration/broker_consumers.h"
+#include "core/cloudevents.h"
 #include "outpost/error.h"
 #include "outpost/sinks/nats.h"
 #include "sink_cases.h"
@@ -106,6 +108,35 @@ TEST_F(NatsSink, SameEventIdTwiceIsStoredOnceAndBothCallsReportDelivered) {
   EXPECT_EQ(*find_header(got[1], "ce-id"), events[1].id.str());
   ASSERT_TRUE(find_header(got[1], "ce-causationid"));
   EXPECT_EQ(*find_header(got[1], "ce-causationid"), "cause-2");
+}
+
+// The sink sets its headers straight from the event's fields: each CloudEvents header must
+// carry exactly core::cloudevents_headers()' value (CR/LF turned into spaces, as NATS headers
+// are line based), also for user headers that map to a reserved attribute and any occurred_at.
+TEST_F(NatsSink, HeadersAreTheCloudEventsMapping) {
+  const std::string prefix = "hdr." + stream_;
+  auto sink = open_nats_sink(nats_url() + "/" + prefix + ".{type}?stream=" + stream_ + "&create=1");
+  std::vector<StoredEvent> events;
+  const std::int64_t times_us[] = {1'700'000'000'000'007, 1'700'000'000'999'999, -1'500'001};
+  for (int i = 0; i < 3; ++i) {
+    StoredEvent e = make_event(i + 1, "hdr", i == 1 ? "" : "k");
+    e.occurred_at = TimePoint{std::chrono::microseconds{times_us[i]}};
+    events.push_back(std::move(e));
+  }
+  events[0].headers.emplace("Type", "must not replace ce-type");
+  events[0].headers.emplace("multi_line", "a\r\nb");
+  for (const auto& r : sink->deliver(events)) ASSERT_TRUE(r.ok()) << r.error;
+  auto got = nats_read_all(nats_url(), stream_, prefix + ".>", events.size());
+  ASSERT_EQ(got.size(), events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    for (auto [name, value] : core::cloudevents_headers(events[i])) {
+      for (auto& c : value)
+        if (c == '\r' || c == '\n') c = ' ';
+      const std::string* h = find_header(got[i], name);
+      ASSERT_TRUE(h) << name;
+      EXPECT_EQ(*h, value) << name;
+    }
+  }
 }
 
 TEST_F(NatsSink, MissingStreamWithoutCreateIsNotFound) {

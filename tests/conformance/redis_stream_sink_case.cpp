@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,48 @@ TEST_F(RedisStreamSink, EntriesCarryTheDocumentedFieldsInAStreamPerType) {
   EXPECT_EQ(c[0].payload, events[1].payload);
   ASSERT_TRUE(find_header(c[0], "traceparent"));
   EXPECT_EQ(*find_header(c[0], "traceparent"), "00-t-2");
+}
+
+// The sink encodes its XADDs itself (RESP into one buffer): every field must arrive byte for
+// byte, binary payloads and keys included, with occurred_at as format_rfc3339 and headers as
+// their JSON object ("{}" when there are none).
+TEST_F(RedisStreamSink, FieldsArriveByteForByte) {
+  const std::string stream = unique_name("raw");
+  auto sink = open_redis_stream_sink(sink_url(stream));
+  std::vector<StoredEvent> events;
+  const std::int64_t times_us[] = {1'700'000'000'000'007, 1'700'000'000'999'999,
+                                   1'700'000'001'000'000, -1'500'001};
+  for (int i = 0; i < 4; ++i) {
+    StoredEvent e = make_event(i + 1, "raw.type", "k" + std::to_string(i));
+    e.occurred_at = TimePoint{std::chrono::microseconds{times_us[i]}};
+    events.push_back(std::move(e));
+  }
+  events[1].payload = std::string("bin\r\n\0\x01$3\r\n*", 13);
+  events[1].key = std::string("k\0\r\n", 4);
+  events[2].headers.clear();
+  events[3].headers.emplace("quote\"d", "line\nbreak \xc3\xa9");
+  events[3].payload.clear();
+  for (const auto& r : sink->deliver(events)) ASSERT_TRUE(r.ok()) << r.error;
+
+  auto c = redis_connect(parse_redis_url(redis_url()));
+  auto reply = redis_command(c.get(), {"XRANGE", stream, "-", "+"});
+  delete_keys({stream});
+  ASSERT_EQ(reply->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(reply->elements, events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    nlohmann::json headers = nlohmann::json::object();
+    for (const auto& [k, v] : e.headers) headers[k] = v;
+    const std::vector<std::string> want = {
+        "id",      e.id.str(),    "type",    e.type,        "key",
+        e.key,     "payload",     e.payload, "occurred_at", format_rfc3339(e.occurred_at),
+        "headers", headers.dump()};
+    const redisReply* fields = reply->element[i]->element[1];
+    ASSERT_EQ(fields->elements, want.size()) << i;
+    for (std::size_t f = 0; f < want.size(); ++f)
+      EXPECT_EQ(std::string(fields->element[f]->str, fields->element[f]->len), want[f])
+          << "entry " << i << " field " << f;
+  }
 }
 
 TEST_F(RedisStreamSink, UnreachableServerFailsEveryEventWithTheErrorText) {

@@ -6,8 +6,10 @@
 // TOPIC may contain `{type}`, replaced by the event type (`events.{type}` sends an
 // `order.created` event to `events.order.created`); it must not be empty.
 //
-// Producer: idempotent (`enable.idempotence=true`, hence `acks=all`); `linger.ms=1` and
-// `reconnect.backoff.max.ms=1000` (back within a second after an outage) unless set.
+// Producer: idempotent (`enable.idempotence=true`, hence `acks=all`); unless set,
+// `linger.ms=5` (deliver() flushes after producing its batch, ending the linger at once: it only
+// gathers the batch into few requests), `socket.nagle.disable=true` and
+// `reconnect.backoff.max.ms=1000` (back within a second after an outage).
 // Every query parameter whose name contains a dot is passed to librdkafka as is
 // (`?linger.ms=5&compression.type=zstd`, `security.protocol=SASL_SSL&sasl.mechanism=PLAIN&...`);
 // a property librdkafka does not know is a ConfigError naming it.

@@ -2,7 +2,9 @@
 //
 // deliver() publishes the batch with js_PublishMsgAsync (MsgId = event id) and waits for the
 // PubAcks, which cnats hands to on_ack() on its own delivery thread; the per-call state is
-// therefore guarded by mu_. PubAcks are matched to events by their Nats-Msg-Id header. What is
+// therefore guarded by mu_. PubAcks are matched to events by the message they acknowledge (cnats
+// hands back the natsMsg we published, which stays alive until on_ack destroys it, so its
+// address identifies one event of the current call). What is
 // still unacknowledged when the call gives up is taken back from cnats
 // (js_PublishAsyncGetPendingList) so that it neither occupies the pending window nor acks a
 // later call; if the server stored it anyway, the redelivery is a duplicate it drops.
@@ -20,7 +22,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/cloudevents.h"
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
@@ -44,11 +45,14 @@ struct StreamInfoDeleter {
   void operator()(jsStreamInfo* si) const { jsStreamInfo_Destroy(si); }
 };
 
-// NATS headers are line based: a CR or LF in a value would end the header block.
-std::string header_safe(std::string v) {
-  for (auto& c : v)
+// NATS headers are line based: a CR or LF in a value would end the header block. Returns
+// `v` itself when it is clean (the usual case), else a cleaned copy in `scratch`. NUL-terminated.
+const char* header_safe(std::string_view v, std::string& scratch) {
+  if (v.find_first_of("\r\n") == std::string_view::npos) return v.data();
+  scratch.assign(v);
+  for (auto& c : scratch)
     if (c == '\r' || c == '\n') c = ' ';
-  return v;
+  return scratch.c_str();
 }
 
 std::string status_text(natsStatus s) {
@@ -153,6 +157,7 @@ class NatsSink final : public Sink {
     {
       std::lock_guard lock(mu_);
       index_.clear();
+      index_.reserve(events.size());
       done_.assign(events.size(), false);
       results_ = &results;
       outstanding_ = 0;
@@ -242,9 +247,19 @@ class NatsSink final : public Sink {
     }
   }
 
+  // The subject of an event of `type` (the template rendered once per type).
+  const std::string& subject_for(const std::string& type) {
+    if (!per_type_) return config_.subject_template;
+    if (auto it = subjects_.find(type); it != subjects_.end()) return it->second;
+    if (subjects_.size() >= 4096) subjects_.clear();
+    return subjects_.emplace(type, core::render_type_template(config_.subject_template, type))
+        .first->second;
+  }
+
   void publish(const StoredEvent& event, std::size_t index) {
-    const std::string subject = core::render_type_template(config_.subject_template, event.type);
-    const std::string id = event.id.str();
+    const std::string& subject = subject_for(event.type);
+    char id_buf[37];
+    const std::string_view id = core::format_event_id(event.id, id_buf);
     auto fail = [&](const std::string& why) {
       std::lock_guard lock(mu_);
       if (!done_[index]) {
@@ -257,48 +272,51 @@ class NatsSink final : public Sink {
                                   static_cast<int>(event.payload.size()));
     if (s != NATS_OK) return fail("nats message for '" + subject + "': " + status_text(s));
     std::unique_ptr<natsMsg, MsgDeleter> msg(raw);
-    for (const auto& [k, v] : core::cloudevents_headers(event))
-      natsMsgHeader_Set(msg.get(), k.c_str(), header_safe(v).c_str());
+    core::for_each_cloudevents_header(
+        event, id, time_, attr_, [&](std::string_view name, std::string_view value) {
+          natsMsgHeader_Set(msg.get(), name.data(), header_safe(value, clean_));
+        });
+    const natsMsg* key = msg.get();
     {
       std::lock_guard lock(mu_);
-      index_[id] = index;
+      index_[key] = index;
       ++outstanding_;
     }
     jsPubOptions po;
     jsPubOptions_Init(&po);
-    po.MsgId = id.c_str();
+    po.MsgId = id.data();
     natsMsg* handoff = msg.release();
     s = js_PublishMsgAsync(js_.get(), &handoff, &po);
-    natsMsg_Destroy(handoff);  // no-op when cnats took ownership
     if (s != NATS_OK) {
+      // cnats kept no reference (handoff is still ours): no PubAck can come for it.
       {
         std::lock_guard lock(mu_);
-        if (index_.erase(id)) --outstanding_;
+        if (index_.erase(key)) --outstanding_;
       }
+      natsMsg_Destroy(handoff);
       fail("nats publish to '" + subject + "': " + status_text(s));
+      return;
     }
+    natsMsg_Destroy(handoff);  // no-op: cnats took ownership
   }
 
   void wait_for_acks() {
     const auto deadline = std::chrono::steady_clock::now() + config_.timeout;
-    for (;;) {
-      {
-        std::unique_lock lock(mu_);
-        if (outstanding_ == 0) return;
+    {
+      std::unique_lock lock(mu_);
+      // on_ack notifies when the last PubAck of the call arrived; wake every 100 ms to notice
+      // a lost connection (no PubAck will come then).
+      while (outstanding_ > 0) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= deadline) break;
+        lock.unlock();  // not holding mu_ while taking cnats' connection lock
+        const bool connected = natsConnection_Status(nc_.get()) == NATS_CONN_STATUS_CONNECTED;
+        lock.lock();
+        if (!connected) break;
+        ack_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(100)),
+                           [&] { return outstanding_ == 0; });
       }
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) break;
-      if (natsConnection_Status(nc_.get()) != NATS_CONN_STATUS_CONNECTED) break;
-      jsPubOptions po;
-      jsPubOptions_Init(&po);
-      po.MaxWait = std::min<std::int64_t>(
-          100, std::chrono::duration_cast<Duration>(deadline - now).count() + 1);
-      if (js_PublishAsyncComplete(js_.get(), &po) == NATS_OK) {
-        // cnats may count an ack before its handler finished: give the handler a moment.
-        std::unique_lock lock(mu_);
-        ack_cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return outstanding_ == 0; });
-        if (outstanding_ == 0) return;
-      }
+      if (outstanding_ == 0) return;
     }
     // Give up on what is still pending: take it back so it cannot ack a later call.
     natsMsgList pending{};
@@ -316,11 +334,9 @@ class NatsSink final : public Sink {
   }
 
   void handle_ack(natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae) {
-    const char* id = nullptr;
-    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || !id) return;
     std::lock_guard lock(mu_);
     if (!results_) return;
-    auto it = index_.find(id);
+    auto it = index_.find(msg);
     if (it == index_.end()) return;
     const std::size_t i = it->second;
     index_.erase(it);
@@ -345,12 +361,16 @@ class NatsSink final : public Sink {
   }
 
   NatsConfig config_;
+  bool per_type_ = config_.subject_template.find("{type}") != std::string::npos;
+  std::unordered_map<std::string, std::string> subjects_;  // event type -> subject
+  core::Rfc3339Formatter time_;
+  std::string attr_, clean_;  // scratch for header names and cleaned values
   std::unique_ptr<natsConnection, ConnectionDeleter> nc_;
   std::unique_ptr<jsCtx, JsDeleter> js_;
 
   std::mutex mu_;  // guards the per-call state below (PubAcks arrive on cnats' thread)
   std::condition_variable ack_cv_;
-  std::unordered_map<std::string, std::size_t> index_;  // event id -> index, awaiting PubAck
+  std::unordered_map<const natsMsg*, std::size_t> index_;  // published, awaiting PubAck
   std::vector<bool> done_;
   std::vector<DeliveryResult>* results_ = nullptr;
   std::size_t outstanding_ = 0;

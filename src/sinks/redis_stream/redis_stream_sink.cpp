@@ -1,6 +1,8 @@
 // Redis Streams sink over hiredis: see include/outpost/sinks/redis_stream.h for the contract.
 //
-// One pipelined round trip per batch (all XADDs written, then all replies read). Trimming runs
+// One pipelined round trip per batch (all XADDs written, then all replies read). The commands
+// are encoded (RESP) straight into one reused buffer handed to hiredis at once, with the stream
+// name rendered once per event type and the id/time formatted without allocations. Trimming runs
 // as one Lua script per stream every `trim_every` appended entries, so the "oldest unread entry
 // of any registered consumer" is computed and applied atomically on the server: a consumer group
 // cannot advance (or be created) between the check and the XTRIM.
@@ -9,11 +11,14 @@
 
 #include <hiredis/hiredis.h>
 
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/sink_batch.h"
@@ -104,60 +109,52 @@ class RedisStreamSink final : public Sink {
     // MULTI ... EXEC: the batch is applied all or nothing, so an error reply in the middle
     // (-LOADING right after a restart, -OOM) can never let a later event of a key into the
     // stream while an earlier one of that key is missing. Still one round trip.
-    static const char* kMulti[] = {"MULTI"};
-    static const size_t kMultiLen[] = {5};
-    redisAppendCommandArgv(ctx_.get(), 1, kMulti, kMultiLen);
-    std::vector<std::string> streams(events.size());
+    // Pointers into streams_ stay valid during the call (node-based map, cleared only here).
+    if (streams_.size() >= 4096) streams_.clear();
+    std::vector<const std::string*> streams(events.size());
+    out_.clear();
+    out_ += "*1\r\n$5\r\nMULTI\r\n";
     for (std::size_t i = 0; i < events.size(); ++i) {
       const auto& e = events[i];
-      streams[i] = core::render_type_template(config_.stream_template, e.type);
-      const std::string id = e.id.str();
-      const std::string occurred = format_rfc3339(e.occurred_at);
-      nlohmann::json headers = nlohmann::json::object();
-      for (const auto& [k, v] : e.headers) headers[k] = v;
-      const std::string headers_json = headers.dump();
-      const char* argv[] = {"XADD",
-                            streams[i].c_str(),
-                            "*",
-                            "id",
-                            id.c_str(),
-                            "type",
-                            e.type.c_str(),
-                            "key",
-                            e.key.c_str(),
-                            "payload",
-                            e.payload.data(),
-                            "occurred_at",
-                            occurred.c_str(),
-                            "headers",
-                            headers_json.c_str()};
-      const size_t lens[] = {4,
-                             streams[i].size(),
-                             1,
-                             2,
-                             id.size(),
-                             4,
-                             e.type.size(),
-                             3,
-                             e.key.size(),
-                             7,
-                             e.payload.size(),
-                             11,
-                             occurred.size(),
-                             7,
-                             headers_json.size()};
-      redisAppendCommandArgv(ctx_.get(), 15, argv, lens);
+      streams[i] = &stream_for(e.type);
+      char id[37];
+      core::format_event_id(e.id, id);
+      const std::string_view occurred = time_.format(e.occurred_at);
+      std::string_view headers_json = "{}";
+      if (!e.headers.empty()) {
+        nlohmann::json headers = nlohmann::json::object();
+        for (const auto& [k, v] : e.headers) headers[k] = v;
+        headers_text_ = headers.dump();
+        headers_json = headers_text_;
+      }
+      out_ += "*15\r\n$4\r\nXADD\r\n";
+      bulk(*streams[i]);
+      out_ += "$1\r\n*\r\n$2\r\nid\r\n";
+      bulk(std::string_view(id, 36));
+      out_ += "$4\r\ntype\r\n";
+      bulk(e.type);
+      out_ += "$3\r\nkey\r\n";
+      bulk(e.key);
+      out_ += "$7\r\npayload\r\n";
+      bulk(e.payload);
+      out_ += "$11\r\noccurred_at\r\n";
+      bulk(occurred);
+      out_ += "$7\r\nheaders\r\n";
+      bulk(headers_json);
     }
-
-    static const char* kExec[] = {"EXEC"};
-    static const size_t kExecLen[] = {4};
-    redisAppendCommandArgv(ctx_.get(), 1, kExec, kExecLen);
+    out_ += "*1\r\n$4\r\nEXEC\r\n";
+    if (redisAppendFormattedCommand(ctx_.get(), out_.data(), out_.size()) != REDIS_OK) {
+      for (auto& r : results) r = DeliveryResult::failed("redis-stream: out of memory");
+      ctx_.reset();  // the output buffer may hold a part of the batch: start over
+      return results;
+    }
+    if (out_.capacity() > kMaxKeptBuffer) std::string().swap(out_);
     read_transaction(events.size(), streams, results);
     core::hold_back_failed_keys(events, results);
 
     if (ctx_ && config_.maxlen > 0) {
       for (std::size_t i = 0; i < events.size(); ++i)
-        if (results[i].ok()) ++appended_[streams[i]];
+        if (results[i].ok()) ++appended_[*streams[i]];
       for (auto& [stream, count] : appended_) {
         if (count < config_.trim_every || !ctx_) continue;
         count = 0;
@@ -170,8 +167,28 @@ class RedisStreamSink final : public Sink {
  private:
   std::string host_port() const { return config_.host + ":" + std::to_string(config_.port); }
 
+  // Appends one RESP bulk string to out_.
+  void bulk(std::string_view v) {
+    char len[24];
+    len[0] = '$';
+    char* end = std::to_chars(len + 1, len + sizeof len - 2, v.size()).ptr;
+    *end++ = '\r';
+    *end++ = '\n';
+    out_.append(len, static_cast<std::size_t>(end - len));
+    out_ += v;
+    out_ += "\r\n";
+  }
+
+  // The stream of an event of `type` (the template rendered once per type).
+  const std::string& stream_for(const std::string& type) {
+    if (!per_type_) return config_.stream_template;
+    if (auto it = streams_.find(type); it != streams_.end()) return it->second;
+    return streams_.emplace(type, core::render_type_template(config_.stream_template, type))
+        .first->second;
+  }
+
   // Reads the replies of MULTI, the n queued XADDs and EXEC into `results`.
-  void read_transaction(std::size_t n, const std::vector<std::string>& streams,
+  void read_transaction(std::size_t n, const std::vector<const std::string*>& streams,
                         std::vector<DeliveryResult>& results) {
     auto fail_all = [&](const std::string& why) {
       for (auto& r : results) r = DeliveryResult::failed(why);
@@ -189,7 +206,7 @@ class RedisStreamSink final : public Sink {
       ReplyPtr reply(static_cast<redisReply*>(raw));
       if (i < n + 1) {  // MULTI, then one QUEUED per XADD
         if (reply->type == REDIS_REPLY_ERROR && queue_error.empty())
-          queue_error = (i == 0 ? std::string("MULTI") : "XADD " + streams[i - 1]) + ": " +
+          queue_error = (i == 0 ? std::string("MULTI") : "XADD " + *streams[i - 1]) + ": " +
                         std::string(reply->str, reply->len);
         continue;
       }
@@ -205,7 +222,7 @@ class RedisStreamSink final : public Sink {
       for (std::size_t k = 0; k < n; ++k) {
         const redisReply* r = reply->element[k];
         if (r->type == REDIS_REPLY_ERROR)
-          results[k] = DeliveryResult::failed("redis-stream XADD " + streams[k] + ": " +
+          results[k] = DeliveryResult::failed("redis-stream XADD " + *streams[k] + ": " +
                                               std::string(r->str, r->len));
         else
           results[k] = DeliveryResult::delivered();
@@ -259,7 +276,15 @@ class RedisStreamSink final : public Sink {
     if (!r) ctx_.reset();  // connection broken: reconnect on the next batch
   }
 
+  // A batch's commands beyond this size are not kept allocated between calls.
+  static constexpr std::size_t kMaxKeptBuffer = std::size_t{8} << 20;
+
   RedisStreamConfig config_;
+  bool per_type_ = config_.stream_template.find("{type}") != std::string::npos;
+  std::unordered_map<std::string, std::string> streams_;  // event type -> stream
+  core::Rfc3339Formatter time_;
+  std::string out_;           // the batch's commands, RESP-encoded
+  std::string headers_text_;  // scratch: an event's headers as JSON
   ContextPtr ctx_;
   std::map<std::string, std::int64_t> appended_;  // entries appended per stream since last trim
 };
