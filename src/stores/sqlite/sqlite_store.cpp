@@ -1,6 +1,7 @@
 // The SQLite store (see include/outpost/stores/sqlite.h for the user's view).
 //
-// Layout (schema version 1, kSchemaV1 below), created in one transaction on open:
+// Layout (schema version 2: kSchemaV1 then kSchemaV2Step below), created in one transaction on
+// open:
 //   <t>          the state: seq INTEGER PRIMARY KEY AUTOINCREMENT (the rowid: cheap appends;
 //                never reused, so a retried dead event keeps its place and archive rows never
 //                clash), key, attempts, due_at (ms), lease_owner (integer), lease_until (ms),
@@ -11,9 +12,10 @@
 //   <t>_dead     all columns + last_error, dead_at (ms)
 //   <t>_archive  acked events when archiving is on, acked_at (ms) for retention
 //   <t>_schema   one row: the schema version
-// A partial index on (key, seq) WHERE attempts > 0 makes the ordered claim cheap: a row that was
-// never attempted is due and unleased, so it can never block a later row of its key; only
-// attempted rows (in flight or waiting for a retry) need looking at.
+// No secondary index on <t>: the claim reads the narrow state rows from the head and finds the
+// keys held back by earlier attempted rows (in flight or waiting for a retry) on the way, in C++
+// (claim_in_txn). Version 1 had a partial index on (key, seq) WHERE attempts > 0 for that; it
+// cost a B-tree insert per claimed row and a delete per ack, and version 2 drops it.
 //
 // Concurrency: one writer connection and one reader connection per store object. Writes of all
 // store objects on one file in this process take a FIFO ticket lock (SQLite's busy handler is
@@ -36,6 +38,7 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/append_check.h"
 #include "core/names.h"
@@ -46,7 +49,9 @@
 namespace outpost {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
+// A claim that may stop early reads at most this many state rows plus 4 x its batch size.
+constexpr std::size_t kScanWindow = 1024;
 constexpr std::size_t kMaxRowsPerInsert = 100;
 constexpr auto kPollInterval = std::chrono::milliseconds(2);
 // The database's clock in milliseconds since the Unix epoch. SQLite 3.40 has no 'subsec'
@@ -87,6 +92,12 @@ CREATE TABLE {t}_archive (
   payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,
   attempts INTEGER NOT NULL, acked_at INTEGER NOT NULL);
 CREATE INDEX {t}_archive_acked ON {t}_archive (acked_at);
+)sql";
+
+// Version 1 -> 2, in the same transaction as the check.
+constexpr const char* kSchemaV2Step = R"sql(
+DROP INDEX IF EXISTS {t}_blocking;
+UPDATE {t}_schema SET version = 2;
 )sql";
 
 // --- errors --------------------------------------------------------------------------------------
@@ -250,6 +261,14 @@ void read_event(sqlite3_stmt* s, StoredEvent& e, int first = 0) {
   e.attempts = sqlite3_column_int(s, first + 7);
 }
 
+// Hash for a set of keys that is probed with string_views (no allocation per row).
+struct KeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view k) const noexcept {
+    return std::hash<std::string_view>{}(k);
+  }
+};
+
 // --- in-process coordination ---------------------------------------------------------------------
 
 // FIFO ticket lock: writers get the file in arrival order, so a relay is never starved by a
@@ -373,65 +392,10 @@ class SqliteStore final : public Store {
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
     ClaimedBatch batch;
-    const std::int64_t owner = next_owner();
-    batch.lease.owner = std::to_string(owner);
+    batch.lease.owner = std::to_string(next_owner());
     if (max == 0) return batch;
     write_txn([&](Conn& c) {
-      // Remember what this claim has seen, so wait_for_work() notices any commit after it.
-      claim_dv_ = data_version(c);
-      {
-        std::lock_guard l(shared_->mu);
-        claim_gen_ = shared_->generation;
-      }
-      Use s(c.prepare(order == ClaimOrder::ordered ? claim_ordered_sql_ : claim_unordered_sql_));
-      sqlite3_bind_int64(s, 1, owner);
-      sqlite3_bind_int64(s, 2, lease.count());
-      sqlite3_bind_int64(s, 4, db_now_ms(c));
-      sqlite3_bind_int64(s, 3, static_cast<sqlite3_int64>(std::min<std::size_t>(max, 1 << 30)));
-      // Only the narrow state rows are rewritten; the bodies are read, never written.
-      struct Claimed {
-        std::int64_t seq;
-        int attempts;
-        std::string key;
-        bool operator<(const Claimed& o) const { return seq < o.seq; }
-      };
-      std::vector<Claimed> claimed;
-      while (step_row(c.db(), s, "claiming events"))
-        claimed.push_back(
-            {sqlite3_column_int64(s, 0), sqlite3_column_int(s, 1), column_text(s, 2)});
-      if (claimed.empty()) return 0;
-      std::sort(claimed.begin(), claimed.end());
-      std::vector<std::int64_t> seqs;
-      for (const auto& cl : claimed) seqs.push_back(cl.seq);
-      // Mostly a contiguous run of seqs: read the range and skip the few rows of other batches;
-      // a sparse set is looked up through a JSON list instead.
-      const std::int64_t first = seqs.front(), last = seqs.back();
-      const bool dense = last - first < 2 * static_cast<std::int64_t>(seqs.size()) + 16;
-      std::string list = dense ? std::string() : json_seqs(seqs);
-      Use b(c.prepare(dense ? bodies_range_sql_ : bodies_sql_));
-      if (dense) {
-        sqlite3_bind_int64(b, 1, first);
-        sqlite3_bind_int64(b, 2, last);
-      } else {
-        bind_text(b, 1, list);
-      }
-      batch.events.reserve(claimed.size());
-      std::size_t next = 0;
-      while (next < seqs.size() && step_row(c.db(), b, "reading claimed events")) {
-        if (sqlite3_column_int64(b, 0) != seqs[next]) continue;  // another batch's row
-        read_event(b, batch.events.emplace_back());
-        ++next;
-      }
-      if (batch.events.size() != claimed.size())
-        throw Error(ErrorCode::corrupt, "sqlite",
-                    "outbox '" + t_ + "': claimed events without a row in '" + t_ + "_body'");
-      for (std::size_t i = 0; i < claimed.size(); ++i) {
-        StoredEvent& e = batch.events[i];
-        if (e.seq != claimed[i].seq)
-          throw Error(ErrorCode::corrupt, "sqlite", "outbox '" + t_ + "': body rows out of step");
-        e.attempts = claimed[i].attempts;
-        e.key = std::move(claimed[i].key);
-      }
+      claim_in_txn(c, batch, max, lease, order);
       return 0;
     });
     return batch;
@@ -439,91 +403,44 @@ class SqliteStore final : public Store {
 
   // --- settle ---
 
-  std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
-    auto seqs = seqs_of(batch, ids);
-    if (seqs.empty()) return 0;
-    auto [lo, hi] = std::minmax_element(seqs.begin(), seqs.end());
-    const std::int64_t first = *lo, last = *hi;
-    // Acking the whole batch (the usual case): the lease owner is unique per claim, so its rows
-    // in [first, last] are exactly the batch; a range scan beats parsing a JSON list.
-    const bool whole = seqs.size() == batch.events.size();
-    std::string list = whole ? std::string() : json_seqs(seqs);
-    auto bind_set = [&](sqlite3_stmt* st) {
-      sqlite3_bind_int64(st, 1, owner_of(batch));
-      if (whole) {
-        sqlite3_bind_int64(st, 2, first);
-        sqlite3_bind_int64(st, 3, last);
-      } else {
-        bind_text(st, 2, list);
-      }
-    };
-    bool prune = false;
-    if (options_.store.archive && options_.store.archive_retention.count() > 0) {
-      auto t = SteadyClock::now();
-      std::lock_guard l(prune_mu_);
-      if (t >= next_prune_) {
-        next_prune_ = t + std::chrono::seconds(1);
-        prune = true;
-      }
-    }
-    return write_txn([&](Conn& c) {
-      if (options_.store.archive) {
-        Use a(c.prepare(whole ? ack_archive_range_sql_ : ack_archive_sql_));
-        bind_set(a);
-        run(c.db(), a, "archiving acked events");
-      }
-      Use d(c.prepare(whole ? ack_range_sql_ : ack_sql_));
-      bind_set(d);
-      std::size_t n = static_cast<std::size_t>(run(c.db(), d, "acking events"));
-      if (n > 0) {
-        // Bodies in the range whose state row is gone: exactly the ones acked just now (state
-        // and body rows are only ever written together, in one transaction).
-        Use db(c.prepare(delete_orphan_bodies_sql_));
-        sqlite3_bind_int64(db, 1, first);
-        sqlite3_bind_int64(db, 2, last);
-        run(c.db(), db, "acking events");
-      }
-      if (prune) {
-        Use p(c.prepare(prune_sql_));
-        sqlite3_bind_int64(p, 1, options_.store.archive_retention.count());
-        run(c.db(), p, "pruning the archive");
-      }
-      return n;
+  // The settlement and the next claim in ONE write transaction: one BEGIN IMMEDIATE/COMMIT and
+  // one turn of the file's write lock per batch instead of two. Same statements as the separate
+  // calls, so fencing and the counts are the same.
+  ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                SettleCounts& counts, std::size_t max, Duration lease,
+                                ClaimOrder order) override {
+    counts = {};
+    ClaimedBatch batch;
+    batch.lease.owner = std::to_string(next_owner());
+    AckPlan ack_plan;
+    if (!settlement.acks.empty()) ack_plan = plan_ack(done, settlement.acks);
+    std::vector<std::int64_t> release_seqs;
+    if (!settlement.releases.empty()) release_seqs = seqs_of(done, settlement.releases);
+    if (ack_plan.seqs.empty() && settlement.nacks.empty() && release_seqs.empty() && max == 0)
+      return batch;
+    write_txn([&](Conn& c) {
+      counts = {};
+      if (!ack_plan.seqs.empty()) counts.acked = ack_in_txn(c, done, ack_plan);
+      if (!settlement.nacks.empty()) counts.nacked = nack_in_txn(c, done, settlement.nacks);
+      if (!release_seqs.empty()) counts.released = release_in_txn(c, done, release_seqs);
+      // Waiters recompute when the next retry falls due / claim the released events. Notified
+      // before the claim below takes its baseline, so this object's next wait does not wake on
+      // its own settlement; a waiter that wakes now claims after this commit (write lock).
+      if (!settlement.nacks.empty() || counts.released > 0) notify();
+      if (max > 0) claim_in_txn(c, batch, max, lease, order);
+      return 0;
     });
+    return batch;
+  }
+
+  std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    AckPlan plan = plan_ack(batch, ids);
+    if (plan.seqs.empty()) return 0;
+    return write_txn([&](Conn& c) { return ack_in_txn(c, batch, plan); });
   }
 
   std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
-    std::unordered_map<EventId, std::int64_t, EventIdHash> seq_of;
-    for (const auto& e : batch.events) seq_of.emplace(e.id, e.seq);
-    std::size_t n = write_txn([&](Conn& c) {
-      std::size_t count = 0;
-      for (const auto& nk : nacks) {
-        auto it = seq_of.find(nk.id);
-        if (it == seq_of.end()) continue;
-        if (nk.retry_in) {
-          Use s(c.prepare(nack_retry_sql_));
-          sqlite3_bind_int64(s, 1, std::max<std::int64_t>(0, nk.retry_in->count()));
-          bind_text(s, 2, nk.error);
-          sqlite3_bind_int64(s, 3, it->second);
-          sqlite3_bind_int64(s, 4, owner_of(batch));
-          count += static_cast<std::size_t>(run(c.db(), s, "rescheduling an event"));
-        } else {
-          Use s(c.prepare(nack_dead_sql_));
-          bind_text(s, 1, nk.error);
-          sqlite3_bind_int64(s, 2, it->second);
-          sqlite3_bind_int64(s, 3, owner_of(batch));
-          if (run(c.db(), s, "dead-lettering an event") == 0) continue;
-          Use d(c.prepare(delete_seq_sql_));
-          sqlite3_bind_int64(d, 1, it->second);
-          run(c.db(), d, "dead-lettering an event");
-          Use db(c.prepare(delete_body_seq_sql_));
-          sqlite3_bind_int64(db, 1, it->second);
-          run(c.db(), db, "dead-lettering an event");
-          ++count;
-        }
-      }
-      return count;
-    });
+    std::size_t n = write_txn([&](Conn& c) { return nack_in_txn(c, batch, nacks); });
     notify();  // waiters recompute when the next retry falls due
     return n;
   }
@@ -531,13 +448,7 @@ class SqliteStore final : public Store {
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     auto seqs = seqs_of(batch, ids);
     if (seqs.empty()) return 0;
-    std::string list = json_seqs(seqs);
-    std::size_t n = write_txn([&](Conn& c) {
-      Use s(c.prepare(release_sql_));
-      sqlite3_bind_int64(s, 1, owner_of(batch));
-      bind_text(s, 2, list);
-      return static_cast<std::size_t>(run(c.db(), s, "releasing events"));
-    });
+    std::size_t n = write_txn([&](Conn& c) { return release_in_txn(c, batch, seqs); });
     if (n) notify();
     return n;
   }
@@ -672,6 +583,9 @@ class SqliteStore final : public Store {
   // --- wake-ups ---
 
   void wait_for_work(Duration max) override {
+    // The last claim stopped early: there may be claimable rows past its window, and the next
+    // claim reads the whole table. A spurious wake-up is allowed.
+    if (last_claim_truncated_.load()) return;
     auto start = SteadyClock::now();
     auto deadline = start + max;
     // Wake no later than the next retry or lease expiry.
@@ -712,22 +626,17 @@ class SqliteStore final : public Store {
     const std::string& t = t_;
     const std::string body = t + "_body";
     const std::string now = kNowMs;
-    // The claim binds the database's time once (?4) instead of evaluating julianday() for
-    // every candidate row.
-    std::string claimable = "o.due_at <= ?4 AND (o.lease_owner IS NULL OR o.lease_until <= ?4)";
-    std::string not_blocked =
-        "(o.key = '' OR NOT EXISTS (SELECT 1 FROM " + t +
-        " AS b WHERE b.key = o.key AND b.seq < o.seq AND b.attempts > 0 AND "
-        "((b.lease_owner IS NOT NULL AND b.lease_until > ?4) OR b.due_at > ?4)))";
-    auto claim = [&](bool ordered) {
-      return "UPDATE " + t +
-             " SET attempts = attempts + 1, lease_owner = ?1, lease_until = ?4 + ?2 WHERE seq IN "
-             "(SELECT o.seq FROM " +
-             t + " AS o WHERE " + claimable + (ordered ? " AND " + not_blocked : std::string()) +
-             " ORDER BY o.seq LIMIT ?3) RETURNING seq, attempts, key";
-    };
-    claim_ordered_sql_ = claim(true);
-    claim_unordered_sql_ = claim(false);
+    // The claim reads the state rows from the head (claim_in_txn decides in C++), then leases
+    // the picked rows: by range when every claimable row in it was picked, else one by one.
+    // The claimable test here must stay the one in claim_in_txn.
+    scan_sql_ =
+        "SELECT seq, key, attempts, due_at, lease_owner, lease_until FROM " + t + " ORDER BY seq";
+    const std::string lease_set =
+        "UPDATE " + t + " SET attempts = attempts + 1, lease_owner = ?1, lease_until = ?2 WHERE ";
+    claim_range_sql_ = lease_set +
+                       "seq BETWEEN ?3 AND ?4 AND due_at <= ?5 AND "
+                       "(lease_owner IS NULL OR lease_until <= ?5)";
+    claim_one_sql_ = lease_set + "seq = ?3";
     std::string in_list = "seq IN (SELECT value FROM json_each(?2))";
     // Full event columns: state row s joined with its body b.
     std::string full =
@@ -739,6 +648,7 @@ class SqliteStore final : public Store {
                         " WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq";
     ack_sql_ = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND " + in_list;
     ack_range_sql_ = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND seq BETWEEN ?2 AND ?3";
+    delete_bodies_range_sql_ = "DELETE FROM " + body + " WHERE seq BETWEEN ?1 AND ?2";
     delete_orphan_bodies_sql_ = "DELETE FROM " + body +
                                 " WHERE seq BETWEEN ?1 AND ?2 AND NOT EXISTS "
                                 "(SELECT 1 FROM " +
@@ -961,6 +871,12 @@ class SqliteStore final : public Store {
       writer_.exec(with_table(kSchemaV1).c_str());
       version = 1;
     }
+    if (version < 2) {
+      // Version 2: the claim finds blocked keys while reading from the head, so the partial
+      // index on attempted rows (a B-tree insert per claimed row and a delete per ack) goes.
+      writer_.exec(with_table(kSchemaV2Step).c_str());
+      version = 2;
+    }
     require_columns(
         t, {"seq", "key", "attempts", "due_at", "lease_owner", "lease_until", "last_error"});
     require_columns(t + "_body", {"seq", "id", "type", "payload", "occurred_at", "headers"});
@@ -1140,6 +1056,247 @@ class SqliteStore final : public Store {
     return seqs;
   }
 
+  // --- settle and claim, inside a write transaction ---
+
+  struct AckPlan {
+    std::vector<std::int64_t> seqs;
+    std::int64_t first = 0, last = 0;
+    bool whole = false;  // the whole batch: its rows are the lease owner's rows in [first, last]
+    std::string list;    // JSON seqs when not whole
+    bool prune = false;  // prune the archive in this transaction
+  };
+
+  AckPlan plan_ack(const ClaimedBatch& batch, std::span<const EventId> ids) {
+    AckPlan p;
+    p.seqs = seqs_of(batch, ids);
+    if (p.seqs.empty()) return p;
+    auto [lo, hi] = std::minmax_element(p.seqs.begin(), p.seqs.end());
+    p.first = *lo;
+    p.last = *hi;
+    // Acking the whole batch (the usual case): the lease owner is unique per claim, so its rows
+    // in [first, last] are exactly the batch; a range scan beats parsing a JSON list.
+    p.whole = p.seqs.size() == batch.events.size();
+    if (!p.whole) p.list = json_seqs(p.seqs);
+    if (options_.store.archive && options_.store.archive_retention.count() > 0) {
+      auto t = SteadyClock::now();
+      std::lock_guard l(prune_mu_);
+      if (t >= next_prune_) {
+        next_prune_ = t + std::chrono::seconds(1);
+        p.prune = true;
+      }
+    }
+    return p;
+  }
+
+  std::size_t ack_in_txn(Conn& c, const ClaimedBatch& batch, const AckPlan& p) {
+    auto bind_set = [&](sqlite3_stmt* st) {
+      sqlite3_bind_int64(st, 1, owner_of(batch));
+      if (p.whole) {
+        sqlite3_bind_int64(st, 2, p.first);
+        sqlite3_bind_int64(st, 3, p.last);
+      } else {
+        bind_text(st, 2, p.list);
+      }
+    };
+    if (options_.store.archive) {
+      Use a(c.prepare(p.whole ? ack_archive_range_sql_ : ack_archive_sql_));
+      bind_set(a);
+      run(c.db(), a, "archiving acked events");
+    }
+    std::size_t n;
+    {
+      Use d(c.prepare(p.whole ? ack_range_sql_ : ack_sql_));
+      bind_set(d);
+      n = static_cast<std::size_t>(run(c.db(), d, "acking events"));
+    }
+    if (n > 0) {
+      // A whole, gap-free batch that was still leased: every seq in [first, last] was one of its
+      // rows, so all bodies in the range go. Otherwise: the bodies in the range whose state row
+      // is gone, exactly the ones acked just now (state and body rows are only ever written
+      // together, in one transaction).
+      const bool all_in_range =
+          p.whole && n == p.seqs.size() && p.last - p.first + 1 == static_cast<std::int64_t>(n);
+      Use db(c.prepare(all_in_range ? delete_bodies_range_sql_ : delete_orphan_bodies_sql_));
+      sqlite3_bind_int64(db, 1, p.first);
+      sqlite3_bind_int64(db, 2, p.last);
+      run(c.db(), db, "acking events");
+    }
+    if (p.prune) {
+      Use pr(c.prepare(prune_sql_));
+      sqlite3_bind_int64(pr, 1, options_.store.archive_retention.count());
+      run(c.db(), pr, "pruning the archive");
+    }
+    return n;
+  }
+
+  std::size_t nack_in_txn(Conn& c, const ClaimedBatch& batch, std::span<const Nack> nacks) {
+    std::unordered_map<EventId, std::int64_t, EventIdHash> seq_of;
+    for (const auto& e : batch.events) seq_of.emplace(e.id, e.seq);
+    std::size_t count = 0;
+    for (const auto& nk : nacks) {
+      auto it = seq_of.find(nk.id);
+      if (it == seq_of.end()) continue;
+      if (nk.retry_in) {
+        Use s(c.prepare(nack_retry_sql_));
+        sqlite3_bind_int64(s, 1, std::max<std::int64_t>(0, nk.retry_in->count()));
+        bind_text(s, 2, nk.error);
+        sqlite3_bind_int64(s, 3, it->second);
+        sqlite3_bind_int64(s, 4, owner_of(batch));
+        count += static_cast<std::size_t>(run(c.db(), s, "rescheduling an event"));
+      } else {
+        Use s(c.prepare(nack_dead_sql_));
+        bind_text(s, 1, nk.error);
+        sqlite3_bind_int64(s, 2, it->second);
+        sqlite3_bind_int64(s, 3, owner_of(batch));
+        if (run(c.db(), s, "dead-lettering an event") == 0) continue;
+        Use d(c.prepare(delete_seq_sql_));
+        sqlite3_bind_int64(d, 1, it->second);
+        run(c.db(), d, "dead-lettering an event");
+        Use db(c.prepare(delete_body_seq_sql_));
+        sqlite3_bind_int64(db, 1, it->second);
+        run(c.db(), db, "dead-lettering an event");
+        ++count;
+      }
+    }
+    return count;
+  }
+
+  std::size_t release_in_txn(Conn& c, const ClaimedBatch& batch,
+                             const std::vector<std::int64_t>& seqs) {
+    std::string list = json_seqs(seqs);
+    Use s(c.prepare(release_sql_));
+    sqlite3_bind_int64(s, 1, owner_of(batch));
+    bind_text(s, 2, list);
+    return static_cast<std::size_t>(run(c.db(), s, "releasing events"));
+  }
+
+  // Claims up to `max` events into `batch` (whose lease owner is set). One pass over the narrow
+  // state rows in seq order, deciding in C++: a row is claimable when due and not under a live
+  // lease; in ordered mode a claimable row is held back when an earlier row of its key is
+  // attempted and not claimable (in flight or waiting for a retry), which the pass has seen
+  // before it, since it reads from the head. No index is needed for that (an index on attempted
+  // rows cost a B-tree insert per claimed row and a delete per ack: about half the claim+ack
+  // time). Then one UPDATE over the picked seq range (or one per row when a held-back row lies
+  // in between), then the bodies.
+  //
+  // When every key is in flight (e.g. a relay claims the next batch while the previous one,
+  // holding all keys, is being delivered), nothing is claimable and an exact answer means
+  // reading the whole backlog. So a claim may stop after kScanWindow rows plus 4 x max and
+  // return what it found, but never two claims of this object in a row: the one after a
+  // truncated claim reads as far as needed, and wait_for_work() returns at once after a
+  // truncated claim, so a relay never waits while a later row is claimable.
+  void claim_in_txn(Conn& c, ClaimedBatch& batch, std::size_t max, Duration lease,
+                    ClaimOrder order) {
+    const std::int64_t owner = owner_of(batch);
+    // Remember what this claim has seen, so wait_for_work() notices any commit after it.
+    claim_dv_ = data_version(c);
+    {
+      std::lock_guard l(shared_->mu);
+      claim_gen_ = shared_->generation;
+    }
+    const std::int64_t now = db_now_ms(c);
+    const bool ordered = order == ClaimOrder::ordered;
+    const bool may_stop_early = !last_claim_truncated_.load();
+    const std::size_t window = kScanWindow + 4 * std::min<std::size_t>(max, 1 << 24);
+
+    struct Picked {
+      std::int64_t seq;
+      int attempts;
+      std::string key;
+    };
+    std::vector<Picked> picked;
+    picked.reserve(std::min<std::size_t>(max, 4096));
+    std::unordered_set<std::string, KeyHash, std::equal_to<>> blocked;
+    std::int64_t last_skip = 0;  // seq of the last claimable row held back behind its key
+    bool truncated = false;
+    std::size_t scanned = 0;
+    {
+      Use s(c.prepare(scan_sql_));
+      while (step_row(c.db(), s, "claiming events")) {
+        ++scanned;
+        const bool leased =
+            sqlite3_column_type(s, 4) != SQLITE_NULL && sqlite3_column_int64(s, 5) > now;
+        const bool claimable = !leased && sqlite3_column_int64(s, 3) <= now;
+        const auto* key_text = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+        std::string_view key =
+            key_text
+                ? std::string_view(key_text, static_cast<std::size_t>(sqlite3_column_bytes(s, 1)))
+                : std::string_view();
+        if (!claimable) {
+          if (ordered && !key.empty() && sqlite3_column_int(s, 2) > 0 && !blocked.contains(key))
+            blocked.emplace(key);
+        } else if (ordered && !key.empty() && !blocked.empty() && blocked.contains(key)) {
+          last_skip = sqlite3_column_int64(s, 0);
+        } else {
+          picked.push_back(
+              {sqlite3_column_int64(s, 0), sqlite3_column_int(s, 2), std::string(key)});
+          if (picked.size() >= max) break;
+        }
+        if (may_stop_early && scanned >= window) {
+          truncated = true;
+          break;
+        }
+      }
+    }
+    last_claim_truncated_ = truncated;
+    if (picked.empty()) return;
+
+    const std::int64_t first = picked.front().seq, last = picked.back().seq;
+    if (last_skip > first && last_skip < last) {
+      // A held-back row lies inside the range: update the picked rows one by one.
+      Use u(c.prepare(claim_one_sql_));
+      for (const auto& p : picked) {
+        sqlite3_bind_int64(u, 1, owner);
+        sqlite3_bind_int64(u, 2, now + lease.count());
+        sqlite3_bind_int64(u, 3, p.seq);
+        if (run(c.db(), u, "claiming events") != 1)
+          throw Error(ErrorCode::corrupt, "sqlite", "outbox '" + t_ + "': claim out of step");
+        sqlite3_reset(u);
+      }
+    } else {
+      // Every claimable row in [first, last] was picked.
+      Use u(c.prepare(claim_range_sql_));
+      sqlite3_bind_int64(u, 1, owner);
+      sqlite3_bind_int64(u, 2, now + lease.count());
+      sqlite3_bind_int64(u, 3, first);
+      sqlite3_bind_int64(u, 4, last);
+      sqlite3_bind_int64(u, 5, now);
+      if (static_cast<std::size_t>(run(c.db(), u, "claiming events")) != picked.size())
+        throw Error(ErrorCode::corrupt, "sqlite", "outbox '" + t_ + "': claim out of step");
+    }
+
+    // Mostly a contiguous run of seqs: read the range and skip the few rows of other batches;
+    // a sparse set is looked up through a JSON list instead.
+    const bool dense = last - first < 2 * static_cast<std::int64_t>(picked.size()) + 16;
+    std::string list;
+    if (!dense) {
+      std::vector<std::int64_t> seqs;
+      seqs.reserve(picked.size());
+      for (const auto& p : picked) seqs.push_back(p.seq);
+      list = json_seqs(seqs);
+    }
+    Use b(c.prepare(dense ? bodies_range_sql_ : bodies_sql_));
+    if (dense) {
+      sqlite3_bind_int64(b, 1, first);
+      sqlite3_bind_int64(b, 2, last);
+    } else {
+      bind_text(b, 1, list);
+    }
+    batch.events.reserve(picked.size());
+    std::size_t next = 0;
+    while (next < picked.size() && step_row(c.db(), b, "reading claimed events")) {
+      if (sqlite3_column_int64(b, 0) != picked[next].seq) continue;  // another batch's row
+      StoredEvent& e = batch.events.emplace_back();
+      read_event(b, e);
+      e.attempts = picked[next].attempts + 1;
+      e.key = std::move(picked[next].key);
+      ++next;
+    }
+    if (batch.events.size() != picked.size())
+      throw Error(ErrorCode::corrupt, "sqlite",
+                  "outbox '" + t_ + "': claimed events without a row in '" + t_ + "_body'");
+  }
+
   // --- wake-up helpers ---
 
   // The database's clock, read once per claim.
@@ -1201,7 +1358,9 @@ class SqliteStore final : public Store {
 
   std::atomic<std::uint64_t> claim_dv_{0};   // writer's data_version at the last claim
   std::atomic<std::uint64_t> claim_gen_{0};  // shared generation at the last claim
-  std::uint64_t interrupts_ = 0;             // guarded by shared_->mu
+  // The last claim stopped after its scan window (see claim_in_txn); written under the lock.
+  std::atomic<bool> last_claim_truncated_{false};
+  std::uint64_t interrupts_ = 0;  // guarded by shared_->mu
 
   std::mutex prune_mu_;
   SteadyClock::time_point next_prune_{};  // guarded by prune_mu_
@@ -1209,10 +1368,11 @@ class SqliteStore final : public Store {
   std::string bodies_range_sql_, ack_range_sql_, ack_archive_range_sql_;
   std::string bodies_sql_, delete_orphan_bodies_sql_, delete_body_seq_sql_, retry_one_body_sql_,
       retry_all_body_sql_;
-  std::string claim_ordered_sql_, claim_unordered_sql_, ack_sql_, ack_archive_sql_, prune_sql_,
-      nack_retry_sql_, nack_dead_sql_, delete_seq_sql_, release_sql_, renew_sql_, renew_lost_sql_,
-      stats_sql_, count_dead_sql_, count_archive_sql_, list_sql_, list_dead_sql_, retry_one_sql_,
-      retry_all_sql_, delete_dead_one_sql_, delete_revived_sql_, discard_all_sql_, next_due_sql_;
+  std::string scan_sql_, claim_range_sql_, claim_one_sql_, delete_bodies_range_sql_;
+  std::string ack_sql_, ack_archive_sql_, prune_sql_, nack_retry_sql_, nack_dead_sql_,
+      delete_seq_sql_, release_sql_, renew_sql_, renew_lost_sql_, stats_sql_, count_dead_sql_,
+      count_archive_sql_, list_sql_, list_dead_sql_, retry_one_sql_, retry_all_sql_,
+      delete_dead_one_sql_, delete_revived_sql_, discard_all_sql_, next_due_sql_;
 };
 
 }  // namespace
