@@ -6,7 +6,10 @@
 // Keys (B = "{prefix}:"):
 //   B.."seq"        INCR sequence (emit order)
 //   B.."e:"..id     hash per live or dead event: t type, k key, p payload, o occurred_at (us),
-//                   h headers, s seq, n attempts, r last error, w lease owner, d dead_at (us)
+//                   h headers, s seq, r last error, d dead_at (us)
+//   B.."own"        hash id -> "<attempts>" or "<attempts> <lease owner>" while leased (no
+//                   field = 0 attempts): one hash, so a claim writes and an ack reads the
+//                   owners of a whole batch with one HSET / HMGET instead of one per event
 //   B.."a:"..id     archived event (hash renamed on ack when archiving)
 //   B.."pending"    zset id -> due time (ms, server clock)
 //   B.."leased"     zset id -> lease expiry (ms)
@@ -46,6 +49,22 @@ local function bulk(cmd, key, items)
   end
   return sum
 end
+-- HMGET of `items` fields of hash `key` in chunks; the values in order (false = missing).
+local function hmget_all(key, items)
+  local out = {}
+  for i = 1, #items, 1000 do
+    local r = redis.call('HMGET', key, unpack(items, i, math.min(i + 999, #items)))
+    for j = 1, #r do out[#out + 1] = r[j] end
+  end
+  return out
+end
+-- An B.."own" value: attempts, lease owner (nil when not leased).
+local function parse_own(v)
+  if not v then return 0, nil end
+  local sp = string.find(v, ' ', 1, true)
+  if not sp then return tonumber(v), nil end
+  return tonumber(string.sub(v, 1, sp - 1)), string.sub(v, sp + 1)
+end
 local function unlink_event(id, key)
   -- Usually leased; back in pending only after a lease recovery.
   if redis.call('ZREM', B .. 'leased', id) == 0 then redis.call('ZREM', B .. 'pending', id) end
@@ -80,7 +99,7 @@ for i = 0, n - 1 do
   local a = 3 + i * 6
   local id, key, seq = ARGV[a], ARGV[a + 2], first + i
   redis.call('HSET', B .. 'e:' .. id, 't', ARGV[a + 1], 'k', key, 'p', ARGV[a + 3],
-             'o', ARGV[a + 4], 'h', ARGV[a + 5], 's', seq, 'n', 0)
+             'o', ARGV[a + 4], 'h', ARGV[a + 5], 's', seq)
   if key ~= '' then redis.call('ZADD', B .. 'k:' .. key, seq, id) end
   pend[#pend + 1] = now; pend[#pend + 1] = id
   live[#live + 1] = seq; live[#live + 1] = id
@@ -134,7 +153,7 @@ local picked, taken, fields = {}, {}, {}
 local function fetch(id)
   local f = fields[id]
   if not f then
-    f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'n')
+    f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's')
     fields[id] = f
   end
   return f
@@ -224,36 +243,53 @@ for _, id in ipairs(picked) do
 end
 bulk('ZREM', pending, picked)
 bulk('ZADD', leased, lz)
-for _, id in ipairs(picked) do
+local owns = hmget_all(B .. 'own', picked)
+local set = {}
+for i, id in ipairs(picked) do
   local f = fetch(id)
-  local n = (tonumber(f[7]) or 0) + 1
-  redis.call('HSET', B .. 'e:' .. id, 'w', owner, 'n', n)
+  local n = parse_own(owns[i]) + 1
+  set[#set + 1] = id; set[#set + 1] = n .. ' ' .. owner
   out[#out + 1] = id
   for j = 1, 6 do out[#out + 1] = f[j] or '' end
   out[#out + 1] = n
 end
+bulk('HSET', B .. 'own', set)
 return out
 end
 )lua";
 
-// ack(A), A laid out like ARGV: B, fence, owner, archive (1/0), retention_ms (0 = keep), ids...
+// ack(A), A laid out like ARGV: B, fence, owner, archive (1/0), retention_ms (0 = keep), then
+// pairs id, "=" .. key (the key as claimed) or "?" (unknown: read from the event).
 // Returns count or -1 when fenced off (the writer lease changed hands since the claim).
 inline constexpr const char* kAckFn = R"lua(
 local function ack(A)
 if not fence_ok(A[2]) then return -1 end
 local owner, archive, retention = A[3], A[4] == '1', tonumber(A[5])
+local own = B .. 'own'
 local now = 0
 if archive then now = now_ms() end
-local done, dels, seen, by_key = {}, {}, {}, {}
-for i = 6, #A do
+local ids, kinfo, seen = {}, {}, {}
+for i = 6, #A - 1, 2 do
   local id = A[i]
-  local f = redis.call('HMGET', B .. 'e:' .. id, 'w', 'k')
-  if f[1] == owner and not seen[id] then
+  if not seen[id] then
     seen[id] = true
+    ids[#ids + 1] = id; kinfo[#kinfo + 1] = A[i + 1]
+  end
+end
+local owns = hmget_all(own, ids)
+local done, dels, by_key = {}, {}, {}
+for j, id in ipairs(ids) do
+  local _, w = parse_own(owns[j])
+  if w == owner then
     done[#done + 1] = id
     dels[#dels + 1] = B .. 'e:' .. id
-    local k = f[2]
-    if k and k ~= '' then
+    local k = kinfo[j]
+    if string.sub(k, 1, 1) == '=' then
+      k = string.sub(k, 2)
+    else
+      k = redis.call('HGET', B .. 'e:' .. id, 'k') or ''
+    end
+    if k ~= '' then
       local l = by_key[k]
       if not l then l = {}; by_key[k] = l end
       l[#l + 1] = id
@@ -267,11 +303,10 @@ if n > 0 then
   -- Usually all leased; some are back in pending only after a lease recovery.
   if bulk('ZREM', B .. 'leased', done) < n then bulk('ZREM', B .. 'pending', done) end
   bulk('ZREM', B .. 'live', done)
+  bulk('HDEL', own, done)
   if archive then
     for _, id in ipairs(done) do
-      local e = B .. 'e:' .. id
-      redis.call('HDEL', e, 'w')
-      redis.call('RENAME', e, B .. 'a:' .. id)
+      redis.call('RENAME', B .. 'e:' .. id, B .. 'a:' .. id)
       redis.call('ZADD', B .. 'archive', now, id)
     end
   else
@@ -297,26 +332,28 @@ if not fence_ok(A[2]) then return -1 end
 local owner = A[3]
 local now, t = now_ms()
 local dead_at = t[1] .. string.format('%06d', tonumber(t[2]))
-local n = 0
+local own = B .. 'own'
+local count = 0
 for i = 4, #A, 3 do
   local id, err, retry = A[i], A[i + 1], tonumber(A[i + 2])
   local e = B .. 'e:' .. id
-  local f = redis.call('HMGET', e, 'w', 'k', 's')
-  if f[1] == owner then
+  local attempts, w = parse_own(redis.call('HGET', own, id))
+  if w == owner then
+    local f = redis.call('HMGET', e, 'k', 's')
     if retry < 0 then
-      unlink_event(id, f[2])
-      redis.call('ZADD', B .. 'dead', f[3], id)
+      unlink_event(id, f[1])
+      redis.call('ZADD', B .. 'dead', f[2], id)
       redis.call('HSET', e, 'r', err, 'd', dead_at)
     else
       redis.call('ZREM', B .. 'leased', id)
       redis.call('ZADD', B .. 'pending', now + retry, id)
       redis.call('HSET', e, 'r', err)
     end
-    redis.call('HDEL', e, 'w')
-    n = n + 1
+    redis.call('HSET', own, id, attempts)  -- no longer leased
+    count = count + 1
   end
 end
-return n
+return count
 end
 )lua";
 
@@ -327,15 +364,15 @@ local function release(A)
 if not fence_ok(A[2]) then return -1 end
 local owner = A[3]
 local now = now_ms()
+local own = B .. 'own'
 local n = 0
 for i = 4, #A do
   local id = A[i]
-  local e = B .. 'e:' .. id
-  if redis.call('HGET', e, 'w') == owner then
+  local attempts, w = parse_own(redis.call('HGET', own, id))
+  if w == owner then
     redis.call('ZREM', B .. 'leased', id)
     redis.call('ZADD', B .. 'pending', now, id)
-    redis.call('HDEL', e, 'w')
-    if tonumber(redis.call('HGET', e, 'n')) > 0 then redis.call('HINCRBY', e, 'n', -1) end
+    redis.call('HSET', own, id, math.max(0, attempts - 1))  -- the attempt does not count
     n = n + 1
   end
 end
@@ -353,7 +390,8 @@ inline constexpr const char* kReleaseBody = "return release(ARGV)\n";
 // Store::settle_and_claim in one script: ack, nack, release (each fenced like the separate
 // scripts), then claim. ARGV: B, fence, owner (of the settled batch), archive (1/0),
 // retention_ms, n_acks, n_nacks, n_releases, then the claim's token, max, lease_ms, ordered,
-// new owner, scan_limit, then n_acks ids, n_nacks triples (id, error, retry_ms), n_releases ids.
+// new owner, scan_limit, then n_acks pairs (id, key info as for ack), n_nacks triples (id,
+// error, retry_ms), n_releases ids.
 // Returns {acked, nacked, released, <claim's reply>} (counts -1 when fenced off).
 inline constexpr const char* kSettleBody = R"lua(
 local fence, owner = ARGV[2], ARGV[3]
@@ -362,10 +400,10 @@ local i = 15
 local counts = {0, 0, 0}
 if na > 0 then
   local a = {B, fence, owner, ARGV[4], ARGV[5]}
-  for j = i, i + na - 1 do a[#a + 1] = ARGV[j] end
+  for j = i, i + na * 2 - 1 do a[#a + 1] = ARGV[j] end
   counts[1] = ack(a)
 end
-i = i + na
+i = i + na * 2
 if nn > 0 then
   local a = {B, fence, owner}
   for j = i, i + nn * 3 - 1 do a[#a + 1] = ARGV[j] end
@@ -404,7 +442,7 @@ local now = now_ms()
 local held = 1
 for i = 6, #ARGV do
   local id = ARGV[i]
-  local w = redis.call('HGET', B .. 'e:' .. id, 'w')
+  local _, w = parse_own(redis.call('HGET', B .. 'own', id))
   if w == owner then
     redis.call('ZREM', B .. 'pending', id)
     redis.call('ZADD', B .. 'leased', now + lease, id)
@@ -440,9 +478,13 @@ inline constexpr const char* kList = R"lua(
 local ids = redis.call('ZRANGE', B .. ARGV[2], 0, tonumber(ARGV[3]) - 1)
 local out = {}
 for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'n', 'r', 'd')
+  local f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'r', 'd')
   out[#out + 1] = id
-  for j = 1, 9 do out[#out + 1] = f[j] or '' end
+  for j = 1, 6 do out[#out + 1] = f[j] or '' end
+  out[#out + 1] = parse_own(redis.call('HGET', B .. 'own', id))
+  out[#out + 1] = f[7] or ''
+  out[#out + 1] = f[8] or ''
+
 end
 return out
 )lua";
@@ -465,8 +507,8 @@ for _, id in ipairs(ids) do
     redis.call('ZADD', B .. 'pending', now, id)
     redis.call('ZADD', B .. 'live', f[2], id)
     if f[1] and f[1] ~= '' then redis.call('ZADD', B .. 'k:' .. f[1], f[2], id) end
-    redis.call('HSET', e, 'n', 0)
-    redis.call('HDEL', e, 'w', 'd')
+    redis.call('HDEL', B .. 'own', id)  -- attempts 0
+    redis.call('HDEL', e, 'd')
     n = n + 1
   end
 end
@@ -487,6 +529,7 @@ local n = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', B .. 'dead', id) == 1 then
     redis.call('DEL', B .. 'e:' .. id)
+    redis.call('HDEL', B .. 'own', id)
     n = n + 1
   end
 end

@@ -211,10 +211,8 @@ class RedisStore final : public Store {
     const std::string n_acks = std::to_string(settlement.acks.size());
     const std::string n_nacks = std::to_string(settlement.nacks.size());
     const std::string n_releases = std::to_string(settlement.releases.size());
-    std::vector<std::string> owned;
-    owned.reserve(settlement.acks.size() + settlement.nacks.size() * 2 +
-                  settlement.releases.size());
-    for (const auto& id : settlement.acks) owned.push_back(id.str());
+    std::vector<std::string> owned = ack_strings(done, settlement.acks);
+    owned.reserve(owned.size() + settlement.nacks.size() * 2 + settlement.releases.size());
     for (const auto& nk : settlement.nacks) {
       owned.push_back(nk.id.str());
       owned.push_back(nk.retry_in ? std::to_string(std::max<std::int64_t>(0, nk.retry_in->count()))
@@ -238,7 +236,7 @@ class RedisStore final : public Store {
                                        c.scan};
     argv.reserve(argv.size() + owned.size() + settlement.nacks.size());
     std::size_t o = 0;
-    for (std::size_t i = 0; i < settlement.acks.size(); ++i) argv.push_back(owned[o++]);
+    for (std::size_t i = 0; i < settlement.acks.size() * 2; ++i) argv.push_back(owned[o++]);
     for (const auto& nk : settlement.nacks) {
       argv.push_back(owned[o++]);
       argv.push_back(nk.error);
@@ -261,7 +259,7 @@ class RedisStore final : public Store {
 
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     if (ids.empty()) return 0;
-    std::vector<std::string> owned = id_strings(ids);
+    std::vector<std::string> owned = ack_strings(batch, ids);
     const std::string fence = std::to_string(batch.lease.fence);
     const std::string retention = std::to_string(options_.archive_retention.count());
     std::vector<std::string_view> argv{base_, fence, batch.lease.owner,
@@ -497,6 +495,28 @@ class RedisStore final : public Store {
   static std::size_t settled(const Reply& r) {
     auto n = reply_int(r.get());
     return n < 0 ? 0 : static_cast<std::size_t>(n);
+  }
+
+  // The ack script's pairs: id, "=" + the event's key as claimed in `batch` (so the script need
+  // not read it), or "?" for an id the batch does not hold (the script reads the key).
+  static std::vector<std::string> ack_strings(const ClaimedBatch& batch,
+                                              std::span<const EventId> ids) {
+    std::vector<std::string> out;
+    out.reserve(ids.size() * 2);
+    std::size_t hint = 0;  // acks usually follow the batch's order
+    for (const auto& id : ids) {
+      out.push_back(id.str());
+      const StoredEvent* found = nullptr;
+      for (std::size_t i = 0; i < batch.events.size() && !found; ++i) {
+        const auto& e = batch.events[(hint + i) % batch.events.size()];
+        if (e.id == id) {
+          found = &e;
+          hint = (hint + i + 1) % batch.events.size();
+        }
+      }
+      out.push_back(found ? "=" + found->key : std::string("?"));
+    }
+    return out;
   }
 
   static std::vector<std::string> id_strings(std::span<const EventId> ids) {
