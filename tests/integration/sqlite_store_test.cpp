@@ -220,7 +220,7 @@ TEST_F(SqliteStoreTest, OrderedClaimSkipsALongBlockedRun) {
   for (int i = 0; i < 60; ++i) EXPECT_EQ(third.events[i].payload, std::to_string(i));
 }
 
-// A claim may stop after its scan window (1024 rows + 4 x batch) when every row so far is held
+// A claim may stop after its scan window (256 rows + 1.5 x batch) when every row so far is held
 // back, but never two claims of one store object in a row, and wait_for_work() does not sleep
 // after a truncated claim: an event of a free key behind a long blocked run is claimed by the
 // second claim at the latest, without waiting.

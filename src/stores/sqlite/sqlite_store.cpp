@@ -50,8 +50,9 @@ namespace outpost {
 namespace {
 
 constexpr int kSchemaVersion = 2;
-// A claim that may stop early reads at most this many state rows plus 4 x its batch size.
-constexpr std::size_t kScanWindow = 1024;
+// A claim that may stop early reads at most this many state rows plus 1.5 x its batch size (the
+// previous batch, in flight at the head, plus half a batch of held-back rows).
+constexpr std::size_t kScanWindow = 256;
 constexpr std::size_t kMaxRowsPerInsert = 100;
 constexpr auto kPollInterval = std::chrono::milliseconds(2);
 // The database's clock in milliseconds since the Unix epoch. SQLite 3.40 has no 'subsec'
@@ -637,6 +638,8 @@ class SqliteStore final : public Store {
                        "seq BETWEEN ?3 AND ?4 AND due_at <= ?5 AND "
                        "(lease_owner IS NULL OR lease_until <= ?5)";
     claim_one_sql_ = lease_set + "seq = ?3";
+    insert_state_full_sql_ = insert_state_sql(kMaxRowsPerInsert);
+    insert_body_full_sql_ = insert_body_sql(kMaxRowsPerInsert);
     std::string in_list = "seq IN (SELECT value FROM json_each(?2))";
     // Full event columns: state row s joined with its body b.
     std::string full =
@@ -974,8 +977,15 @@ class SqliteStore final : public Store {
     };
     for (std::size_t off = 0; off < events.size(); off += kMaxRowsPerInsert) {
       std::size_t rows = std::min(kMaxRowsPerInsert, events.size() - off);
+      // Full chunks (the usual case) use SQL text built once: no string building per append.
+      const bool full = rows == kMaxRowsPerInsert;
+      std::string short_state_sql, short_body_sql;
+      const std::string& state_sql =
+          full ? insert_state_full_sql_ : (short_state_sql = insert_state_sql(rows));
+      const std::string& body_sql =
+          full ? insert_body_full_sql_ : (short_body_sql = insert_body_sql(rows));
       {
-        Use st(prepare(insert_state_sql(rows)));
+        Use st(prepare(state_sql));
         for (std::size_t i = 0; i < rows; ++i)
           bind_text(st, static_cast<int>(i + 1), events[off + i].key);
         step(st);
@@ -983,7 +993,7 @@ class SqliteStore final : public Store {
       // One INSERT under the write lock numbers its rows consecutively (AUTOINCREMENT takes
       // max + 1 per row), so the last rowid gives every row's seq.
       std::int64_t first_seq = sqlite3_last_insert_rowid(db) - static_cast<std::int64_t>(rows) + 1;
-      Use sb(prepare(insert_body_sql(rows)));
+      Use sb(prepare(body_sql));
       int p = 1;
       for (std::size_t i = off; i < off + rows; ++i) {
         const Event& e = events[i];
@@ -1181,7 +1191,7 @@ class SqliteStore final : public Store {
   //
   // When every key is in flight (e.g. a relay claims the next batch while the previous one,
   // holding all keys, is being delivered), nothing is claimable and an exact answer means
-  // reading the whole backlog. So a claim may stop after kScanWindow rows plus 4 x max and
+  // reading the whole backlog. So a claim may stop after kScanWindow rows plus 1.5 x max and
   // return what it found, but never two claims of this object in a row: the one after a
   // truncated claim reads as far as needed, and wait_for_work() returns at once after a
   // truncated claim, so a relay never waits while a later row is claimable.
@@ -1197,7 +1207,8 @@ class SqliteStore final : public Store {
     const std::int64_t now = db_now_ms(c);
     const bool ordered = order == ClaimOrder::ordered;
     const bool may_stop_early = !last_claim_truncated_.load();
-    const std::size_t window = kScanWindow + 4 * std::min<std::size_t>(max, 1 << 24);
+    const std::size_t capped = std::min<std::size_t>(max, 1 << 24);
+    const std::size_t window = kScanWindow + capped + capped / 2;
 
     struct Picked {
       std::int64_t seq;
@@ -1369,6 +1380,7 @@ class SqliteStore final : public Store {
   std::string bodies_sql_, delete_orphan_bodies_sql_, delete_body_seq_sql_, retry_one_body_sql_,
       retry_all_body_sql_;
   std::string scan_sql_, claim_range_sql_, claim_one_sql_, delete_bodies_range_sql_;
+  std::string insert_state_full_sql_, insert_body_full_sql_;  // kMaxRowsPerInsert rows
   std::string ack_sql_, ack_archive_sql_, prune_sql_, nack_retry_sql_, nack_dead_sql_,
       delete_seq_sql_, release_sql_, renew_sql_, renew_lost_sql_, stats_sql_, count_dead_sql_,
       count_archive_sql_, list_sql_, list_dead_sql_, retry_one_sql_, retry_all_sql_,
