@@ -274,7 +274,7 @@ std::unique_ptr<Sink> open_kafka_sink(std::string_view text, const SinkOptions& 
   set_property(conf.get(), "acks", "all", where);
   // deliver() flushes right after producing its batch, which ends the linger at once: the linger
   // only gathers the batch into one request per partition while it is produced (linger.ms=1
-  // split a batch of 1000 into many small requests, 5 in flight at most: 3x slower).
+  // split a batch of 1000 into many small requests, 5 in flight at most: 190k vs 300k events/s).
   set_property(conf.get(), "linger.ms", "5", where);
   // A produce request goes out at once, not after the ACK of the previous one (Nagle). The
   // Java client and Kafka brokers set TCP_NODELAY too.
