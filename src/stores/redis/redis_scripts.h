@@ -6,7 +6,8 @@
 // Keys (B = "{prefix}:"):
 //   B.."seq"        INCR sequence (emit order)
 //   B.."e:"..id     hash per live or dead event: t type, k key, p payload, o occurred_at (us),
-//                   h headers, s seq, r last error, d dead_at (us)
+//                   h headers, s seq, q predecessor "<id> <seq>" (the key's last event when
+//                   this one was appended; '' = none), r last error, d dead_at (us)
 //   B.."own"        hash id -> "<attempts>" or "<attempts> <lease owner>" while leased (no
 //                   field = 0 attempts): one hash, so a claim writes and an ack reads the
 //                   owners of a whole batch with one HSET / HMGET instead of one per event
@@ -16,7 +17,11 @@
 //   B.."live"       zset id -> seq of every undelivered event (list order, oldest)
 //   B.."dead"       zset id -> seq
 //   B.."archive"    zset id -> ack time (ms)
-//   B.."k:"..key    zset id -> seq per non-empty event key (ordered mode: head = next in order)
+//   B.."tail"       hash key -> "<id> <seq>" of the key's last appended undelivered event
+//                   (ordered mode: each event links to its predecessor of the same key, and is
+//                   claimable once that one is no longer live (acked, dead, discarded) or is
+//                   taken by the same claim; links, unlike a zset per key, cost no command per
+//                   event: the tail hash is read and written once per append and per ack)
 //   B.."lock"       writer lease: the holder's token, PX = lease
 //   B.."writer"     hash: owner (last holder's token), fence (incremented when the holder changes)
 //   B.."wake"       pub/sub channel published on emit and retry
@@ -65,11 +70,28 @@ local function parse_own(v)
   if not sp then return tonumber(v), nil end
   return tonumber(string.sub(v, 1, sp - 1)), string.sub(v, sp + 1)
 end
+-- "<id> <seq>" -> id, seq (strings).
+local function split_link(v)
+  local sp = string.find(v, ' ', 1, true)
+  if not sp then return v, '' end
+  return string.sub(v, 1, sp - 1), string.sub(v, sp + 1)
+end
+-- Drops the tail entries of `keys` that still name one of the events in the set ids[j] of
+-- keys[j] (delivered or dead: the key's next event starts a new chain).
+local function drop_tails(keys, ids)
+  if #keys == 0 then return end
+  local cur = hmget_all(B .. 'tail', keys)
+  local del = {}
+  for j, k in ipairs(keys) do
+    if cur[j] and ids[j][split_link(cur[j])] then del[#del + 1] = k end
+  end
+  bulk('HDEL', B .. 'tail', del)
+end
 local function unlink_event(id, key)
   -- Usually leased; back in pending only after a lease recovery.
   if redis.call('ZREM', B .. 'leased', id) == 0 then redis.call('ZREM', B .. 'pending', id) end
   redis.call('ZREM', B .. 'live', id)
-  if key and key ~= '' then redis.call('ZREM', B .. 'k:' .. key, id) end
+  if key and key ~= '' then drop_tails({key}, {{[id] = true}}) end
 end
 )lua";
 
@@ -94,18 +116,40 @@ end
 local now = now_ms()
 local last = redis.call('INCRBY', B .. 'seq', n)
 local first = last - n + 1
+-- Each keyed event links to its key's previous event (the tail, or one earlier in this call).
+local ukeys, tails = {}, {}
+for i = 0, n - 1 do
+  local key = ARGV[5 + i * 6]
+  if key ~= '' and tails[key] == nil then
+    tails[key] = ''
+    ukeys[#ukeys + 1] = key
+  end
+end
+if #ukeys > 0 then
+  local cur = hmget_all(B .. 'tail', ukeys)
+  for j, k in ipairs(ukeys) do tails[k] = cur[j] or '' end
+end
 local pend, live = {}, {}
 for i = 0, n - 1 do
   local a = 3 + i * 6
   local id, key, seq = ARGV[a], ARGV[a + 2], first + i
+  local q = ''
+  if key ~= '' then
+    q = tails[key]
+    tails[key] = id .. ' ' .. seq
+  end
   redis.call('HSET', B .. 'e:' .. id, 't', ARGV[a + 1], 'k', key, 'p', ARGV[a + 3],
-             'o', ARGV[a + 4], 'h', ARGV[a + 5], 's', seq)
-  if key ~= '' then redis.call('ZADD', B .. 'k:' .. key, seq, id) end
+             'o', ARGV[a + 4], 'h', ARGV[a + 5], 's', seq, 'q', q)
   pend[#pend + 1] = now; pend[#pend + 1] = id
   live[#live + 1] = seq; live[#live + 1] = id
 end
 bulk('ZADD', B .. 'pending', pend)
 bulk('ZADD', B .. 'live', live)
+if #ukeys > 0 then
+  local set = {}
+  for _, k in ipairs(ukeys) do set[#set + 1] = k; set[#set + 1] = tails[k] end
+  bulk('HSET', B .. 'tail', set)
+end
 redis.call('PUBLISH', B .. 'wake', '1')
 return n
 )lua";
@@ -115,9 +159,8 @@ return n
 // Returns {fence, hint_ms, id, type, key, payload, occurred_us, headers, seq, attempts, ...}.
 // fence -1: the writer lease is held by another Store (hint = its remaining ms).
 // hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
-// Ordered: events in due-time (then emit) order, each taken only with every earlier event of its
-// key. Cost per claimed event: one HMGET, one HSET and its share of the batched ZREM/ZADD;
-// ordered mode adds one small ZRANGE per key (a ZSCORE only for an event found out of order).
+// Ordered: events in due-time (then emit) order, each taken only after its key's previous event
+// (see "tail" above). Cost per claimed event: one HMGET and its share of batched commands.
 inline constexpr const char* kClaimFn = R"lua(
 local function claim(A)
 local token, max, lease = A[2], tonumber(A[3]), tonumber(A[4])
@@ -153,7 +196,7 @@ local picked, taken, fields = {}, {}, {}
 local function fetch(id)
   local f = fields[id]
   if not f then
-    f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's')
+    f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'q')
     fields[id] = f
   end
   return f
@@ -161,67 +204,81 @@ end
 local function take(id)
   picked[#picked + 1] = id; taken[id] = true
 end
--- Ordered mode: per key, its queue (seq order) read lazily in growing windows, and how many of
--- its head entries this claim took. A scanned event is taken when every event before it in its
--- key's queue is taken too: the ones not taken yet must be due (pending) or have an expired
--- lease, and are taken first, in queue order; otherwise the key is blocked for this claim.
-local queues = {}
-local function queue_at(key, Q, j)
-  while j > #Q.ids and not Q.all do
-    local from = #Q.ids
-    local n = math.max(4, from)
-    local more = redis.call('ZRANGE', B .. 'k:' .. key, from, from + n - 1)
-    for _, x in ipairs(more) do Q.ids[#Q.ids + 1] = x end
-    if #more < n then Q.all = true end
-  end
-  return Q.ids[j]
-end
+-- Ordered mode: an event is taken when it has no predecessor, or its predecessor is taken by
+-- this claim (earlier in scan order), or is no longer live (live score = its seq; a different
+-- score is a later event that reused the id). One ZMSCORE per window checks the predecessors.
+-- A live predecessor scanned later (a recovered lease or a retry scores later than the events
+-- behind it) is taken first with its own due predecessors, as the key's run in order.
+local blocked = {}
 local function due(id)
   local s = redis.call('ZSCORE', pending, id) or redis.call('ZSCORE', leased, id)
   return s and tonumber(s) <= now
 end
-local function take_in_order(id, key)
-  local Q = queues[key]
-  if not Q then
-    Q = {ids = {}, pos = 0, all = false, blocked = false}
-    queues[key] = Q
+local function take_chain(id, pid, pseq)
+  local chain = {}
+  local room = max - #picked - 1
+  while not taken[pid] do
+    local s = redis.call('ZSCORE', B .. 'live', pid)
+    if not s or tonumber(s) ~= pseq then break end  -- delivered or dead: the chain ends
+    if blocked[pid] or #chain >= room or not due(pid) then
+      blocked[id] = true
+      for _, c in ipairs(chain) do blocked[c] = true end
+      return
+    end
+    chain[#chain + 1] = pid
+    local q = fetch(pid)[7]
+    if not q or q == '' then break end
+    local p2, s2 = split_link(q)
+    pid, pseq = p2, tonumber(s2)
   end
-  if Q.blocked then return end
-  local room = max - #picked
-  local j = Q.pos + 1
-  while j - Q.pos <= room do
-    local qid = queue_at(key, Q, j)
-    if not qid then  -- not in its key's queue (never expected): nothing orders it
+  for x = #chain, 1, -1 do take(chain[x]) end
+  take(id)
+end
+local function take_window(w)
+  if not ordered then
+    for _, id in ipairs(w) do take(id) end
+    return
+  end
+  local links, ask = {}, {}
+  for j, id in ipairs(w) do
+    local q = fetch(id)[7]
+    if q and q ~= '' then
+      local pid, pseq = split_link(q)
+      links[j] = {pid, tonumber(pseq)}
+      if not taken[pid] then ask[#ask + 1] = pid end
+    end
+  end
+  local scores = {}
+  if #ask > 0 then
+    local r = redis.call('ZMSCORE', B .. 'live', unpack(ask))
+    for j, pid in ipairs(ask) do scores[pid] = r[j] end
+  end
+  for j, id in ipairs(w) do
+    if #picked >= max then return end
+    local l = links[j]
+    if taken[id] or blocked[id] then  -- taken with a chain above, or behind a blocked one
+    elseif not l or taken[l[1]] or not scores[l[1]] or tonumber(scores[l[1]]) ~= l[2] then
       take(id)
-      return
+    elseif blocked[l[1]] then
+      blocked[id] = true
+    else
+      take_chain(id, l[1], l[2])
     end
-    if qid == id then
-      for x = Q.pos + 1, j do take(Q.ids[x]) end
-      Q.pos = j
-      return
-    end
-    if not due(qid) then
-      Q.blocked = true
-      return
-    end
-    j = j + 1
   end
 end
 local chunk = math.max(64, max * 2)
 local offset = 0
 while #picked < max and offset < scan_limit do
   local ids = redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'LIMIT', offset, chunk)
-  for _, id in ipairs(ids) do
-    if #picked >= max then break end
-    if not taken[id] then
-      local key = ''
-      if ordered then key = fetch(id)[2] or '' end
-      if key == '' then
-        take(id)
-      else
-        take_in_order(id, key)
-      end
+  local i = 1
+  while i <= #ids and #picked < max do
+    -- As many scanned events as there is room for, so that few are read in vain.
+    local w = {}
+    while i <= #ids and #w < max - #picked do
+      if not taken[ids[i]] then w[#w + 1] = ids[i] end
+      i = i + 1
     end
+    take_window(w)
   end
   if #ids < chunk then break end
   offset = offset + chunk
@@ -296,8 +353,14 @@ for j, id in ipairs(ids) do
     end
   end
 end
--- One ZREM per key queue (an ordered batch holds runs of the same key).
-for k, l in pairs(by_key) do bulk('ZREM', B .. 'k:' .. k, l) end
+-- The keys whose last event is delivered start a new chain.
+local tk, tids = {}, {}
+for k, l in pairs(by_key) do
+  local set = {}
+  for _, id in ipairs(l) do set[id] = true end
+  tk[#tk + 1] = k; tids[#tids + 1] = set
+end
+drop_tails(tk, tids)
 local n = #done
 if n > 0 then
   -- Usually all leased; some are back in pending only after a lease recovery.
@@ -506,7 +569,11 @@ for _, id in ipairs(ids) do
     local f = redis.call('HMGET', e, 'k', 's')
     redis.call('ZADD', B .. 'pending', now, id)
     redis.call('ZADD', B .. 'live', f[2], id)
-    if f[1] and f[1] ~= '' then redis.call('ZADD', B .. 'k:' .. f[1], f[2], id) end
+    -- Later events of its key that are still undelivered link to it (or to one after it) and
+    -- wait; when none is left, the key's next events chain behind it.
+    if f[1] and f[1] ~= '' and not redis.call('HGET', B .. 'tail', f[1]) then
+      redis.call('HSET', B .. 'tail', f[1], id .. ' ' .. f[2])
+    end
     redis.call('HDEL', B .. 'own', id)  -- attempts 0
     redis.call('HDEL', e, 'd')
     n = n + 1
