@@ -3,6 +3,7 @@
 // ErrorEnv). Header-only. Every knob is atomic, so a test may flip it while a relay runs.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -38,8 +39,12 @@ class FaultyStore final : public Store {
     inner_->append(events, tx);
   }
 
+  // Called at the start of every claim (set before the store is used).
+  std::function<void()> before_claim;
+
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
     ++claim_calls;
+    if (before_claim) before_claim();
     if (take(fail_claims)) throw ConnectionError("faulty", "injected claim failure");
     return inner_->claim(max, lease, order);
   }
