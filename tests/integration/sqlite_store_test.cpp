@@ -257,6 +257,20 @@ TEST_F(SqliteStoreTest, ClaimPastTheScanWindowNeverStarvesAFreeKey) {
   for (int i = 0; i < 3000; ++i) ASSERT_EQ(rest.events[i].payload, std::to_string(i));
 }
 
+// The bodies of a claim are read after its commit; a body missing while its state row is still
+// leased to the claim is damage, not a lost lease, and is reported as such.
+TEST_F(SqliteStoreTest, ClaimedEventWithoutItsBodyIsCorrupt) {
+  auto store = open_sqlite_store("sqlite:" + path());
+  std::vector<Event> events{Event::make("a", "1", "k"), Event::make("b", "2", "j")};
+  store->append(events);
+  {
+    auto db = open_raw(path());
+    exec(db.get(), "DELETE FROM outbox_body WHERE seq = (SELECT max(seq) FROM outbox_body)");
+  }
+  std::string msg = error_of([&] { store->claim(10, 5s); }, ErrorCode::corrupt);
+  EXPECT_NE(msg.find("outbox_body"), std::string::npos) << msg;
+}
+
 // Version 1 had a partial index on attempted rows; opening such a file migrates it to version 2
 // (index dropped) in place, keeping the events.
 TEST_F(SqliteStoreTest, Version1FileIsMigratedToVersion2) {
