@@ -204,6 +204,21 @@ end
 local function take(id)
   picked[#picked + 1] = id; taken[id] = true
 end
+-- An event's predecessor link. Read with the whole event (needed if it is taken) until a window
+-- meets a blocked event; after that only the link, so a scan past many blocked events (a key
+-- whose earlier event is in flight) does not read their payloads.
+local links_only, link_cache = false, {}
+local function link_of(id)
+  local f = fields[id]
+  if f then return f[7] end
+  if not links_only then return fetch(id)[7] end
+  local q = link_cache[id]
+  if q == nil then
+    q = redis.call('HGET', B .. 'e:' .. id, 'q') or ''
+    link_cache[id] = q
+  end
+  return q
+end
 -- Ordered mode: an event is taken when it has no predecessor, or its predecessor is taken by
 -- this claim (earlier in scan order), or is no longer live (live score = its seq; a different
 -- score is a later event that reused the id). One ZMSCORE per window checks the predecessors.
@@ -226,7 +241,7 @@ local function take_chain(id, pid, pseq)
       return
     end
     chain[#chain + 1] = pid
-    local q = fetch(pid)[7]
+    local q = link_of(pid)
     if not q or q == '' then break end
     local p2, s2 = split_link(q)
     pid, pseq = p2, tonumber(s2)
@@ -241,17 +256,31 @@ local function take_window(w)
   end
   local links, ask = {}, {}
   for j, id in ipairs(w) do
-    local q = fetch(id)[7]
+    local q = link_of(id)
     if q and q ~= '' then
       local pid, pseq = split_link(q)
       links[j] = {pid, tonumber(pseq)}
       if not taken[pid] then ask[#ask + 1] = pid end
     end
   end
-  local scores = {}
+  local scores, is_due = {}, {}
   if #ask > 0 then
     local r = redis.call('ZMSCORE', B .. 'live', unpack(ask))
-    for j, pid in ipairs(ask) do scores[pid] = r[j] end
+    local alive = {}
+    for j, pid in ipairs(ask) do
+      scores[pid] = r[j]
+      if r[j] then alive[#alive + 1] = pid end
+    end
+    -- Whether each live predecessor is due (pending and due, or its lease expired), batched:
+    -- usually it is in flight in another batch, and its successor is blocked at no extra cost.
+    if #alive > 0 then
+      local rp = redis.call('ZMSCORE', pending, unpack(alive))
+      local rl = redis.call('ZMSCORE', leased, unpack(alive))
+      for j, pid in ipairs(alive) do
+        local sc = rp[j] or rl[j]
+        is_due[pid] = sc and tonumber(sc) <= now
+      end
+    end
   end
   for j, id in ipairs(w) do
     if #picked >= max then return end
@@ -259,8 +288,10 @@ local function take_window(w)
     if taken[id] or blocked[id] then  -- taken with a chain above, or behind a blocked one
     elseif not l or taken[l[1]] or not scores[l[1]] or tonumber(scores[l[1]]) ~= l[2] then
       take(id)
-    elseif blocked[l[1]] then
+    elseif blocked[l[1]] or not is_due[l[1]] then
       blocked[id] = true
+      blocked[l[1]] = true
+      links_only = true
     else
       take_chain(id, l[1], l[2])
     end
