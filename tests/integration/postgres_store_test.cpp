@@ -202,6 +202,47 @@ TEST(PostgresStore, ConcurrentFirstOpensDoNotRace) {
   query_one(conn.get(), "DROP SCHEMA \"" + schema + "\" CASCADE");
 }
 
+// Schema v2 sets fillfactor 30 (claims stay HOT updates); an outbox created by a v1 build is
+// upgraded on first open and keeps working.
+TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("mig_");
+  std::string url = with_table(shared_url(), table);
+  auto conn = raw_connect(shared_url());
+  auto reloptions = [&] {
+    return query_one(conn.get(),
+                     "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = "
+                     "'public.\"" +
+                         table + "\"'::regclass");
+  };
+  auto version = [&] {
+    return query_one(conn.get(),
+                     "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
+  };
+  open_postgres_store(url);
+  EXPECT_EQ(reloptions(), "fillfactor=30");
+  EXPECT_EQ(version(), "2");
+  // What a v1 build left behind.
+  query_one(conn.get(), "ALTER TABLE \"" + table + "\" SET (fillfactor = 60)");
+  query_one(conn.get(),
+            "UPDATE outpost_schema_version SET version = 1 WHERE tbl = '" + table + "'");
+  {
+    auto store = open_postgres_store(url);
+    EXPECT_EQ(reloptions(), "fillfactor=30");
+    EXPECT_EQ(version(), "2");
+    std::vector<Event> events{Event::make("t", "{}", "k")};
+    store->append(events);
+    auto batch = store->claim(10, 5s);
+    ASSERT_EQ(batch.events.size(), 1u);
+    std::vector<EventId> ids{batch.events[0].id};
+    EXPECT_EQ(store->ack(batch, ids), 1u);
+    EXPECT_EQ(store->stats().pending, 0);
+  }
+  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                            "_archive\" CASCADE");
+  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+}
+
 // Counts notifications on the outbox's channel delivered to a plain LISTEN connection.
 int count_notifications(PGconn* listener, std::chrono::milliseconds settle) {
   int n = 0;
