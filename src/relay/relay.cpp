@@ -7,6 +7,7 @@
 #include "outpost/relay.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -22,6 +23,7 @@ constexpr Duration kErrorBackoffMax{5'000};
 constexpr int kSettleTries = 4;            // an ack/nack/release is tried this many times
 constexpr Duration kSettleRetryFirst{50};  // then 100, 200 ms: bounded, also while stopping
 constexpr Duration kIdleWaitChunk{200};    // bounds the stop() vs wait_for_work() race
+constexpr int kClaimAfterBatches = 32;  // ordered claims ahead that found little: pause this long
 
 void validate(const RelayOptions& o) {
   if (o.batch_size < 1) throw ConfigError("relay batch size must be at least 1");
@@ -146,6 +148,7 @@ struct Relay::Impl {
     std::vector<Nack> nacks;
     std::uint64_t n_failed = 0, n_dead = 0;
     bool abandoned = false;  // the lease was lost while delivering: settle nothing
+    std::chrono::steady_clock::duration deliver_took{};  // written by the delivering thread
 
     std::span<const StoredEvent> to_deliver() const {
       return use_subset ? std::span<const StoredEvent>(subset)
@@ -192,6 +195,12 @@ struct Relay::Impl {
   void deliver(Slot& slot) {
     auto events = slot.to_deliver();
     if (events.empty()) return;
+    const auto started = std::chrono::steady_clock::now();
+    struct Timer {  // records how long the sink took, however deliver() ends
+      Slot& slot;
+      std::chrono::steady_clock::time_point started;
+      ~Timer() { slot.deliver_took = std::chrono::steady_clock::now() - started; }
+    } timer{slot, started};
     try {
       slot.results = sink.deliver(events);
     } catch (const std::exception& ex) {
@@ -294,6 +303,12 @@ struct Relay::Impl {
   // fails, settles with the separate (retried) calls and leaves `next` empty; the caller's
   // next plain claim backs off if the store is still failing.
   void settle_and_claim(Slot& done, Slot& next) {
+    const auto started = std::chrono::steady_clock::now();
+    struct Timer {  // how long the store took, however the call ends
+      Impl& relay;
+      std::chrono::steady_clock::time_point started;
+      ~Timer() { relay.store_took = std::chrono::steady_clock::now() - started; }
+    } timer{*this, started};
     if (done.abandoned || done.settlement().empty()) {
       if (!done.abandoned) count_settled(done, false);
       prefetch(next);
@@ -470,15 +485,34 @@ struct Relay::Impl {
       futile_wakeups = 0;
 
       bool started = start_delivery(*delivering);
-      // While the sink works: settle the previous batch and claim the next one.
+      // While the sink works: settle the previous batch and claim the next one (or, while
+      // claiming ahead does not pay, only settle).
+      // Ordered claims ahead skip the keys in flight, so they pay only when the sink takes about
+      // as long as the store (a no-op sink gains nothing from the overlap).
+      const bool ahead =
+          claim_after_for == 0 && !stopping.load(std::memory_order_acquire) &&
+          (options.order == ClaimOrder::unordered || last_deliver_took * 2 >= store_took);
       if (!settling->batch.empty()) {
-        settle_and_claim(*settling, *claimed_next);
+        if (ahead)
+          settle_and_claim(*settling, *claimed_next);
+        else
+          settle(*settling);
         settling->batch = ClaimedBatch{};
-      } else if (!stopping.load(std::memory_order_acquire)) {
+      } else if (ahead) {
         prefetch(*claimed_next);
+      }
+      if (claim_after_for > 0) --claim_after_for;
+      if (ahead && options.order == ClaimOrder::ordered &&
+          delivering->batch.events.size() == options.batch_size &&
+          claimed_next->batch.events.size() < options.batch_size / 2) {
+        // A backlog, but the claim ahead found little: most claimable events belong to keys
+        // of the batch in flight (few keys for the batch size). Claim after each delivery for
+        // a while (still one settle-and-claim call per batch), then try again.
+        claim_after_for = kClaimAfterBatches;
       }
       if (!claimed_next->batch.empty()) keeper.arm(claimed_next->batch);
       finish_delivery(*delivering, started);
+      if (started) last_deliver_took = delivering->deliver_took;
 
       Slot* free_slot = settling;
       settling = delivering;
@@ -591,6 +625,9 @@ struct Relay::Impl {
   std::condition_variable sleep_cv;
   Duration error_backoff{0};  // relay thread only
   int futile_wakeups = 0;     // relay thread only: early wake-ups in a row that found nothing
+  int claim_after_for = 0;    // relay thread only: batches left before claiming ahead again
+  // Relay thread only: how long the last delivery and the last settle-and-claim call took.
+  std::chrono::steady_clock::duration last_deliver_took{}, store_took{};
 
   // Relay thread only (the delivery thread touches the one it was handed); reused across batches
   // so the hot path does not allocate per batch.
