@@ -28,9 +28,11 @@ struct RelayOptions {
   ClaimOrder order = ClaimOrder::ordered;
   Duration poll_interval{1'000};  // fallback wait when the store's wake-up is missed
   bool until_empty = false;       // run() returns when nothing is pending or leased
-  // run() delivers one batch (on a delivery thread) while the store settles the previous batch
-  // and claims the next, so store and sink round trips overlap. Per-key order and fencing are
-  // the same either way; false runs claim -> deliver -> settle strictly in turn.
+  // While a backlog lasts, run() may deliver one batch (on a delivery thread) while the store
+  // settles the previous batch and claims the next, so store and sink round trips overlap; it
+  // measures whether that is faster than claiming after each delivery and keeps the faster way
+  // (docs/relay.md). Per-key order and fencing are the same either way; false runs claim ->
+  // deliver -> settle strictly in turn with separate settle calls.
   bool pipeline = true;
   // Called for store errors the relay survives (it backs off and retries) and for each failed
   // delivery (unless on_delivery_error is set). Must not throw. Runs on the relay's threads.

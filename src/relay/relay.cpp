@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "lease_keeper.h"
+#include "pipeline_mode.h"
 
 namespace outpost {
 namespace {
@@ -23,7 +24,6 @@ constexpr Duration kErrorBackoffMax{5'000};
 constexpr int kSettleTries = 4;            // an ack/nack/release is tried this many times
 constexpr Duration kSettleRetryFirst{50};  // then 100, 200 ms: bounded, also while stopping
 constexpr Duration kIdleWaitChunk{200};    // bounds the stop() vs wait_for_work() race
-constexpr int kClaimAfterBatches = 32;  // ordered claims ahead that found little: pause this long
 
 void validate(const RelayOptions& o) {
   if (o.batch_size < 1) throw ConfigError("relay batch size must be at least 1");
@@ -148,7 +148,6 @@ struct Relay::Impl {
     std::vector<Nack> nacks;
     std::uint64_t n_failed = 0, n_dead = 0;
     bool abandoned = false;  // the lease was lost while delivering: settle nothing
-    std::chrono::steady_clock::duration deliver_took{};  // written by the delivering thread
 
     std::span<const StoredEvent> to_deliver() const {
       return use_subset ? std::span<const StoredEvent>(subset)
@@ -195,12 +194,6 @@ struct Relay::Impl {
   void deliver(Slot& slot) {
     auto events = slot.to_deliver();
     if (events.empty()) return;
-    const auto started = std::chrono::steady_clock::now();
-    struct Timer {  // records how long the sink took, however deliver() ends
-      Slot& slot;
-      std::chrono::steady_clock::time_point started;
-      ~Timer() { slot.deliver_took = std::chrono::steady_clock::now() - started; }
-    } timer{slot, started};
     try {
       slot.results = sink.deliver(events);
     } catch (const std::exception& ex) {
@@ -303,12 +296,6 @@ struct Relay::Impl {
   // fails, settles with the separate (retried) calls and leaves `next` empty; the caller's
   // next plain claim backs off if the store is still failing.
   void settle_and_claim(Slot& done, Slot& next) {
-    const auto started = std::chrono::steady_clock::now();
-    struct Timer {  // how long the store took, however the call ends
-      Impl& relay;
-      std::chrono::steady_clock::time_point started;
-      ~Timer() { relay.store_took = std::chrono::steady_clock::now() - started; }
-    } timer{*this, started};
     if (done.abandoned || done.settlement().empty()) {
       if (!done.abandoned) count_settled(done, false);
       prefetch(next);
@@ -417,13 +404,6 @@ struct Relay::Impl {
     return true;
   }
 
-  // Waits for the delivery of `slot` (if one was started), stops keeping its lease and decides
-  // its outcomes.
-  void finish_delivery(Slot& slot, bool started) {
-    if (started) delivery.wait();
-    if (still_leased(slot) && started) decide(slot);
-  }
-
   // Claims into `slot` and keeps its lease; a failing claim is reported, the slot left empty.
   void prefetch(Slot& slot) {
     slot.batch = ClaimedBatch{};
@@ -484,35 +464,38 @@ struct Relay::Impl {
       found_nothing = false;
       futile_wakeups = 0;
 
-      bool started = start_delivery(*delivering);
-      // While the sink works: settle the previous batch and claim the next one (or, while
-      // claiming ahead does not pay, only settle).
-      // Ordered claims ahead skip the keys in flight, so they pay only when the sink takes about
-      // as long as the store (a no-op sink gains nothing from the overlap).
-      const bool ahead =
-          claim_after_for == 0 && !stopping.load(std::memory_order_acquire) &&
-          (options.order == ClaimOrder::unordered || last_deliver_took * 2 >= store_took);
-      if (!settling->batch.empty()) {
-        if (ahead)
+      const bool ahead = mode.claim_ahead(delivering->batch.events.size() == options.batch_size) &&
+                         !stopping.load(std::memory_order_acquire);
+      bool started = false;
+      if (ahead) {
+        // The sink works on its own thread while this one settles the previous batch and
+        // claims the next.
+        started = start_delivery(*delivering);
+        if (!settling->batch.empty()) {
           settle_and_claim(*settling, *claimed_next);
-        else
-          settle(*settling);
-        settling->batch = ClaimedBatch{};
-      } else if (ahead) {
-        prefetch(*claimed_next);
+          settling->batch = ClaimedBatch{};
+        } else {
+          prefetch(*claimed_next);
+        }
+        if (options.order == ClaimOrder::ordered &&
+            claimed_next->batch.events.size() < options.batch_size / 2)
+          mode.ahead_found_little();
+        if (!claimed_next->batch.empty()) keeper.arm(claimed_next->batch);
+        if (started) delivery.wait();
+      } else {
+        // Claiming after the delivery: deliver on this thread (no hand-off to wait for).
+        if (!settling->batch.empty()) {
+          settle(*settling);  // only when switching from claiming ahead
+          settling->batch = ClaimedBatch{};
+        }
+        if (!delivering->to_deliver().empty()) {
+          deliver(*delivering);
+          started = true;
+        }
       }
-      if (claim_after_for > 0) --claim_after_for;
-      if (ahead && options.order == ClaimOrder::ordered &&
-          delivering->batch.events.size() == options.batch_size &&
-          claimed_next->batch.events.size() < options.batch_size / 2) {
-        // A backlog, but the claim ahead found little: most claimable events belong to keys
-        // of the batch in flight (few keys for the batch size). Claim after each delivery for
-        // a while (still one settle-and-claim call per batch), then try again.
-        claim_after_for = kClaimAfterBatches;
-      }
-      if (!claimed_next->batch.empty()) keeper.arm(claimed_next->batch);
-      finish_delivery(*delivering, started);
-      if (started) last_deliver_took = delivering->deliver_took;
+      if (still_leased(*delivering) && started) decide(*delivering);
+      mode.batch_done(delivering->batch.events.size(),
+                      delivering->batch.events.size() == options.batch_size);
 
       Slot* free_slot = settling;
       settling = delivering;
@@ -623,11 +606,9 @@ struct Relay::Impl {
   std::atomic<bool> stopping{false};
   std::mutex sleep_mu;
   std::condition_variable sleep_cv;
-  Duration error_backoff{0};  // relay thread only
-  int futile_wakeups = 0;     // relay thread only: early wake-ups in a row that found nothing
-  int claim_after_for = 0;    // relay thread only: batches left before claiming ahead again
-  // Relay thread only: how long the last delivery and the last settle-and-claim call took.
-  std::chrono::steady_clock::duration last_deliver_took{}, store_took{};
+  Duration error_backoff{0};        // relay thread only
+  int futile_wakeups = 0;           // relay thread only: early wake-ups in a row that found nothing
+  relay_detail::PipelineMode mode;  // relay thread only
 
   // Relay thread only (the delivery thread touches the one it was handed); reused across batches
   // so the hot path does not allocate per batch.
