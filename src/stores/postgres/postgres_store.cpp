@@ -1,6 +1,8 @@
 // The PostgreSQL store. Every Store call is one statement (CTEs do the multi-step work), so one
 // round trip per batch for claim, ack, nack, release and renew; statements are prepared once per
-// pooled connection and results come back in binary format.
+// pooled connection and results come back in binary format. settle_and_claim (the relay's hot
+// path) sends a batch's ack, nack and release and the next claim as one libpq pipeline: one
+// round trip and one commit per batch.
 //
 // Ordered claims across several relays: a key's events are claimable only when the key's head
 // (its lowest live seq) is locked by this very statement (FOR UPDATE SKIP LOCKED). A relay that
