@@ -44,6 +44,10 @@ struct BenchResult {
   double sink_baseline_events_per_s = 0;  // broker sinks: a plain producer loop
   std::string sink_baseline_what;
   double sink_ratio = 0;
+  // Sink runs: the same relay and producers into a no-op sink (the store's ceiling), and
+  // events_per_s over the lower of that and the sink baseline.
+  double store_ceiling_events_per_s = 0;
+  double lower_ceiling_ratio = 0;
 
   // One JSON object; the DESIGN §6 fields first, extra fields after.
   std::string to_json(const BenchOptions& options) const;

@@ -371,11 +371,27 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
       out << "  baseline: none for store scheme '" << scheme << "' in this build\n";
     }
     if (!o.sink_url.empty()) {
+      // The store's ceiling: the same relay and producers into a no-op sink, same store.
+      BenchOptions noop = o;
+      noop.sink_url.clear();
+      DeliveryStats noop_stats;
+      {
+        RelayGroup relays(noop, store, in_process, noop_stats);
+        auto t0 = SteadyClock::now();
+        emit_all(*store, noop, o.events, o.producers);
+        wait_delivered(noop_stats, o.events, "store ceiling phase");
+        r.store_ceiling_events_per_s = double(o.events) / seconds_since(t0);
+        relays.stop();
+      }
+      out << "  store ceiling (same relay, no-op sink): " << fmt(r.store_ceiling_events_per_s, 0)
+          << " events/s\n";
       auto sb = sink_baseline(o, have);
       if (have) {
         r.sink_baseline_events_per_s = sb.events_per_s;
         r.sink_baseline_what = sb.what;
         r.sink_ratio = sb.events_per_s > 0 ? r.events_per_s / sb.events_per_s : 0;
+        double lower = std::min(sb.events_per_s, r.store_ceiling_events_per_s);
+        r.lower_ceiling_ratio = lower > 0 ? r.events_per_s / lower : 0;
         out << "  sink baseline: " << fmt(sb.events_per_s, 0) << " events/s (" << sb.what << ")\n";
       }
     }
@@ -393,7 +409,9 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
       << "  ratio                       " << fmt(r.ratio, 2) << "\n";
   if (r.sink_baseline_events_per_s > 0)
     out << "  sink baseline events/s      " << fmt(r.sink_baseline_events_per_s, 0) << "\n"
-        << "  sink ratio                  " << fmt(r.sink_ratio, 2) << "\n";
+        << "  sink ratio                  " << fmt(r.sink_ratio, 2) << "\n"
+        << "  store ceiling events/s      " << fmt(r.store_ceiling_events_per_s, 0) << "\n"
+        << "  ratio to lower ceiling      " << fmt(r.lower_ceiling_ratio, 2) << "\n";
   out << std::flush;
   return r;
 }
@@ -433,7 +451,9 @@ std::string BenchResult::to_json(const BenchOptions& o) const {
     << ",\"pipeline\":" << (o.no_pipeline ? "false" : "true");
   if (!o.sink_url.empty())
     j << ",\"sink_baseline_events_per_s\":" << num(sink_baseline_events_per_s)
-      << ",\"sink_ratio\":" << num(sink_ratio) << ",\"sink_baseline\":" << str(sink_baseline_what);
+      << ",\"sink_ratio\":" << num(sink_ratio) << ",\"sink_baseline\":" << str(sink_baseline_what)
+      << ",\"store_ceiling_events_per_s\":" << num(store_ceiling_events_per_s)
+      << ",\"lower_ceiling_ratio\":" << num(lower_ceiling_ratio);
   j << "}";
   return j.str();
 }
