@@ -429,6 +429,22 @@ struct Relay::Impl {
     slot.batch = ClaimedBatch{};
   }
 
+  // Runs a step that claims; if it throws, reports it and backs off. false: it failed.
+  template <typename F>
+  bool claim_or_back_off(F&& step) {
+    try {
+      step();
+      error_backoff = Duration{0};
+      return true;
+    } catch (const std::exception& ex) {
+      store_error(std::string("claim failed (backing off): ") + ex.what());
+    } catch (...) {
+      store_error("claim failed with an unknown exception (backing off)");
+    }
+    sleep_for(next_error_backoff());
+    return false;
+  }
+
   void pipelined_run() {
     // Roles rotate over the three slots: `settling` was delivered and is not settled yet,
     // `delivering` is handed to the sink, `claimed` receives the batch after it.
@@ -439,21 +455,11 @@ struct Relay::Impl {
     bool found_nothing = false;  // the last claim came back empty: wait before claiming again
     while (!stopping.load(std::memory_order_acquire)) {
       if (delivering->batch.empty()) {
-        if (!found_nothing) {
-          try {
-            delivering->batch = store.claim(options.batch_size, options.lease, options.order);
-            prepare(*delivering);
-            error_backoff = Duration{0};
-          } catch (const std::exception& ex) {
-            store_error(std::string("claim failed (backing off): ") + ex.what());
-            sleep_for(next_error_backoff());
-            continue;
-          } catch (...) {
-            store_error("claim failed with an unknown exception (backing off)");
-            sleep_for(next_error_backoff());
-            continue;
-          }
-        }
+        if (!found_nothing && !claim_or_back_off([&] {
+              delivering->batch = store.claim(options.batch_size, options.lease, options.order);
+              prepare(*delivering);
+            }))
+          continue;
         if (delivering->batch.empty()) {
           found_nothing = false;
           if (!wait_when_idle()) break;
@@ -542,18 +548,7 @@ struct Relay::Impl {
   void sequential_run() {
     while (!stopping.load(std::memory_order_acquire)) {
       std::size_t n = 0;
-      try {
-        n = cycle();
-        error_backoff = Duration{0};
-      } catch (const std::exception& ex) {
-        store_error(std::string("claim failed (backing off): ") + ex.what());
-        sleep_for(next_error_backoff());
-        continue;
-      } catch (...) {
-        store_error("claim failed with an unknown exception (backing off)");
-        sleep_for(next_error_backoff());
-        continue;
-      }
+      if (!claim_or_back_off([&] { n = cycle(); })) continue;
       if (n > 0) futile_wakeups = 0;
       if (n > 0 || stopping.load(std::memory_order_acquire)) continue;
       if (!wait_when_idle()) break;
