@@ -282,6 +282,47 @@ TEST(RedisStoreFaults, NoScriptAfterScriptFlushIsReloadedTransparently) {
   EXPECT_EQ(s.pending, 2);
 }
 
+TEST(RedisStoreLayout, AnOutboxOfAnOlderLayoutIsRefusedAndLeftAlone) {
+  REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
+  const std::string prefix = testing::unique_name("oldlayout_");
+  PrefixGuard guard{base, prefix};
+  Ctx c = connect_url(base);
+  // What a layout-2 build leaves behind with one undelivered event: a hash per event, no
+  // layout marker.
+  const std::string b = "{" + prefix + "}:";
+  Reply(static_cast<redisReply*>(redisCommand(c.get(), "HSET %s t old k k1 p {} o 1 h %s s 1 q %s",
+                                              (b + "e:x").c_str(), "", "")));
+  Reply(static_cast<redisReply*>(redisCommand(c.get(), "ZADD %s 1 x", (b + "live").c_str())));
+  Reply(static_cast<redisReply*>(redisCommand(c.get(), "ZADD %s 1 x", (b + "pending").c_str())));
+  auto store = open_redis_store(with_prefix(base, prefix));
+  auto expect_refused = [](auto&& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " accepted an outbox of an older layout";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::corrupt) << what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("older"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { store->append(make_events(2, 1)); }, "append");
+  expect_refused([&] { store->claim(10, 5s); }, "claim");
+  expect_refused([&] { store->stats(); }, "stats");
+  // Nothing was written: the old event is as it was, no new one appeared.
+  Reply live(static_cast<redisReply*>(redisCommand(c.get(), "ZCARD %s", (b + "live").c_str())));
+  EXPECT_EQ(live->integer, 1);
+  Reply pending(
+      static_cast<redisReply*>(redisCommand(c.get(), "ZCARD %s", (b + "pending").c_str())));
+  EXPECT_EQ(pending->integer, 1);
+  Reply body(static_cast<redisReply*>(redisCommand(c.get(), "EXISTS %s", (b + "body").c_str())));
+  EXPECT_EQ(body->integer, 0);
+
+  // Drained (no live or dead event left), the same prefix is taken over.
+  Reply(static_cast<redisReply*>(redisCommand(c.get(), "DEL %s %s %s", (b + "live").c_str(),
+                                              (b + "pending").c_str(), (b + "e:x").c_str())));
+  store->append(make_events(2, 1));
+  EXPECT_EQ(store->claim(10, 5s).events.size(), 2u);
+}
+
 // --- writer lease and fencing ---------------------------------------------------------------
 
 TEST(RedisWriterLease, AStaleHolderIsFencedOffAndNothingIsLost) {

@@ -375,6 +375,9 @@ Reply Client::eval(const Script& script, std::string_view key,
     if (err.find("OUTPOST_DUPLICATE") != std::string::npos)
       throw Error(ErrorCode::conflict, std::string(kBackend),
                   err.substr(err.find("OUTPOST_DUPLICATE") + 18));
+    if (err.find("OUTPOST_LAYOUT") != std::string::npos)  // an outbox of an older build
+      throw Error(ErrorCode::corrupt, std::string(kBackend),
+                  err.substr(err.find("OUTPOST_LAYOUT") + 15));
     if (starts_with(err, "OOM"))
       throw Error(ErrorCode::backend, std::string(kBackend),
                   std::string(script.name) + ": " + err + " (maxmemory reached; use noeviction)");

@@ -3,20 +3,27 @@
 // Redis Cluster routes it to the slot of `{prefix}`) and ARGV[1] = the key base "{prefix}:";
 // the other keys are built from the base and all hash to the same slot.
 //
-// Keys (B = "{prefix}:"):
+// Keys (B = "{prefix}:"), layout 3:
+//   B.."layout"     "3": written on first use; a script refuses an outbox that holds events
+//                   of an older layout (they must be drained by the build that wrote them)
 //   B.."seq"        INCR sequence (emit order)
-//   B.."e:"..id     hash per live or dead event: t type, k key, p payload, o occurred_at (us),
-//                   h headers, s seq, q predecessor "<id> <seq>" (the key's last event when
-//                   this one was appended; '' = none), r last error, d dead_at (us)
+//   B.."body"       hash id -> the event's body, packed by the client (redis_body.h): key,
+//                   type, occurred_at, headers, payload. One hash, so an emit writes all of a
+//                   call's bodies with one HSET and a claim reads a batch's with one HMGET:
+//                   a per-event command inside a script costs more than the command's work
+//   B.."link"       hash id -> predecessor "<id> <seq>": the key's last undelivered event when
+//                   this one was appended (no field = none)
+//   B.."error"      hash id -> last delivery error
+//   B.."dead_at"    hash id -> when it was dead-lettered (us)
 //   B.."own"        hash id -> "<attempts>" or "<attempts> <lease owner>" while leased (no
-//                   field = 0 attempts): one hash, so a claim writes and an ack reads the
-//                   owners of a whole batch with one HSET / HMGET instead of one per event
-//   B.."a:"..id     archived event (hash renamed on ack when archiving)
+//                   field = 0 attempts): a claim writes and an ack reads the owners of a whole
+//                   batch with one HSET / HMGET
 //   B.."pending"    zset id -> due time (ms, server clock)
 //   B.."leased"     zset id -> lease expiry (ms)
-//   B.."live"       zset id -> seq of every undelivered event (list order, oldest)
+//   B.."live"       zset id -> seq of every undelivered event (list order, oldest; the seq a
+//                   claim returns)
 //   B.."dead"       zset id -> seq
-//   B.."archive"    zset id -> ack time (ms)
+//   B.."archive"    zset id -> ack time (ms); B.."archived" hash id -> body (archiving on)
 //   B.."tail"       hash key -> "<id> <seq>" of the key's last appended undelivered event
 //                   (ordered mode: each event links to its predecessor of the same key, and is
 //                   claimable once that one is no longer live (acked, dead, discarded) or is
@@ -28,19 +35,31 @@
 
 namespace outpost::redis_store {
 
-// Shared prologue: server time and the writer fence check.
+// Shared prologue: server time, the layout check, the writer fence check, bulk helpers.
 inline constexpr const char* kPrologue = R"lua(
 local B = ARGV[1]
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
 end
+-- nil when the outbox is in layout 3 (or new: then marked so), else an error reply.
+local function layout_error()
+  local v = redis.call('GET', B .. 'layout')
+  if v == '3' then return nil end
+  if not v and redis.call('EXISTS', B .. 'live', B .. 'dead') == 0 then
+    redis.call('SET', B .. 'layout', '3')
+    return nil
+  end
+  return redis.error_reply('OUTPOST_LAYOUT the outbox ' .. B .. ' was written by an older ' ..
+    'outpost (layout ' .. (v or '2') .. ', this build reads 3): let that build deliver or ' ..
+    'discard its events first (docs/redis.md, Layout)')
+end
 local function fence_ok(fence)
   if fence == '0' then return true end
   return redis.call('HGET', B .. 'writer', 'fence') == fence
 end
--- Runs `cmd key <items...>` in chunks (Lua's unpack has a limit; 1000 keeps ZADD pairs whole).
--- Returns the sum of integer replies.
+-- Runs `cmd key <items...>` in chunks (Lua's unpack has a limit; 1000 keeps ZADD/HSET pairs
+-- whole). Returns the sum of integer replies.
 local function bulk(cmd, key, items)
   local sum = 0
   for i = 1, #items, 1000 do
@@ -54,14 +73,22 @@ local function bulk(cmd, key, items)
   end
   return sum
 end
--- HMGET of `items` fields of hash `key` in chunks; the values in order (false = missing).
-local function hmget_all(key, items)
+-- `cmd key items...` (HMGET, ZMSCORE) in chunks; the values in order (false = missing).
+local function mget_all(cmd, key, items)
   local out = {}
   for i = 1, #items, 1000 do
-    local r = redis.call('HMGET', key, unpack(items, i, math.min(i + 999, #items)))
+    local r = redis.call(cmd, key, unpack(items, i, math.min(i + 999, #items)))
     for j = 1, #r do out[#out + 1] = r[j] end
   end
   return out
+end
+local function hmget_all(key, items) return mget_all('HMGET', key, items) end
+-- The event key packed first into a body ("<len>:<key>..."); nil for no body.
+local function body_key(b)
+  if not b then return nil end
+  local c = string.find(b, ':', 1, true)
+  if not c then return nil end
+  return string.sub(b, c + 1, c + tonumber(string.sub(b, 1, c - 1)))
 end
 -- An B.."own" value: attempts, lease owner (nil when not leased).
 local function parse_own(v)
@@ -95,22 +122,24 @@ local function unlink_event(id, key)
 end
 )lua";
 
-// ARGV: B, n, then per event: id, type, key, payload, occurred_us, headers. Returns n.
+// ARGV: B, n, then per event: id, key, body. Returns n.
 // Runs as EVALSHA on its own, or as EVAL queued inside the caller's MULTI.
+// A duplicate id (in the call, or of a live or dead event) rejects the whole call unwritten.
 inline constexpr const char* kAppend = R"lua(
+local bad = layout_error()
+if bad then return bad end
 local n = tonumber(ARGV[2])
-local seen, keys = {}, {}
+local ids, seen = {}, {}
 for i = 0, n - 1 do
-  local id = ARGV[3 + i * 6]
+  local id = ARGV[3 + i * 3]
   if seen[id] then return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. id) end
   seen[id] = true
-  keys[#keys + 1] = B .. 'e:' .. id
+  ids[#ids + 1] = id
 end
-if bulk('EXISTS', nil, keys) > 0 then
-  for i = 0, n - 1 do
-    if redis.call('EXISTS', keys[i + 1]) == 1 then
-      return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. ARGV[3 + i * 6])
-    end
+for _, z in ipairs({'live', 'dead'}) do
+  local r = mget_all('ZMSCORE', B .. z, ids)
+  for j = 1, #ids do
+    if r[j] then return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. ids[j]) end
   end
 end
 local now = now_ms()
@@ -119,7 +148,7 @@ local first = last - n + 1
 -- Each keyed event links to its key's previous event (the tail, or one earlier in this call).
 local ukeys, tails = {}, {}
 for i = 0, n - 1 do
-  local key = ARGV[5 + i * 6]
+  local key = ARGV[4 + i * 3]
   if key ~= '' and tails[key] == nil then
     tails[key] = ''
     ukeys[#ukeys + 1] = key
@@ -129,22 +158,23 @@ if #ukeys > 0 then
   local cur = hmget_all(B .. 'tail', ukeys)
   for j, k in ipairs(ukeys) do tails[k] = cur[j] or '' end
 end
-local pend, live = {}, {}
+local bodies, pend, live, links = {}, {}, {}, {}
 for i = 0, n - 1 do
-  local a = 3 + i * 6
-  local id, key, seq = ARGV[a], ARGV[a + 2], first + i
-  local q = ''
+  local a = 3 + i * 3
+  local id, key, seq = ARGV[a], ARGV[a + 1], first + i
   if key ~= '' then
-    q = tails[key]
+    local q = tails[key]
+    if q ~= '' then links[#links + 1] = id; links[#links + 1] = q end
     tails[key] = id .. ' ' .. seq
   end
-  redis.call('HSET', B .. 'e:' .. id, 't', ARGV[a + 1], 'k', key, 'p', ARGV[a + 3],
-             'o', ARGV[a + 4], 'h', ARGV[a + 5], 's', seq, 'q', q)
+  bodies[#bodies + 1] = id; bodies[#bodies + 1] = ARGV[a + 2]
   pend[#pend + 1] = now; pend[#pend + 1] = id
   live[#live + 1] = seq; live[#live + 1] = id
 end
+bulk('HSET', B .. 'body', bodies)
 bulk('ZADD', B .. 'pending', pend)
 bulk('ZADD', B .. 'live', live)
+bulk('HSET', B .. 'link', links)
 if #ukeys > 0 then
   local set = {}
   for _, k in ipairs(ukeys) do set[#set + 1] = k; set[#set + 1] = tails[k] end
@@ -156,11 +186,11 @@ return n
 
 // claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0),
 // owner, scan_limit.
-// Returns {fence, hint_ms, id, type, key, payload, occurred_us, headers, seq, attempts, ...}.
+// Returns {fence, hint_ms, id, body, seq, attempts, ...}.
 // fence -1: the writer lease is held by another Store (hint = its remaining ms).
 // hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
 // Ordered: events in due-time (then emit) order, each taken only after its key's previous event
-// (see "tail" above). Cost per claimed event: one HMGET and its share of batched commands.
+// (see "tail" above). Every read and write of a batch's events is one bulk command.
 inline constexpr const char* kClaimFn = R"lua(
 local function claim(A)
 local token, max, lease = A[2], tonumber(A[3]), tonumber(A[4])
@@ -192,30 +222,27 @@ for i = 1, #expired, 2 do
   redis.call('ZREM', leased, expired[i])
   redis.call('ZADD', pending, expired[i + 1], expired[i])
 end
-local picked, taken, fields = {}, {}, {}
-local function fetch(id)
-  local f = fields[id]
-  if not f then
-    f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'q')
-    fields[id] = f
-  end
-  return f
-end
+local picked, taken = {}, {}
 local function take(id)
   picked[#picked + 1] = id; taken[id] = true
 end
--- An event's predecessor link. Read with the whole event (needed if it is taken) until a window
--- meets a blocked event; after that only the link, so a scan past many blocked events (a key
--- whose earlier event is in flight) does not read their payloads.
-local links_only, link_cache = false, {}
+-- Predecessor links ('' = none): read for a whole scan window with one HMGET, else one by one
+-- (a chain walk back from a late-scanned event).
+local links = {}
+local function read_links(w)
+  local need = {}
+  for _, id in ipairs(w) do
+    if links[id] == nil then need[#need + 1] = id end
+  end
+  if #need == 0 then return end
+  local r = hmget_all(B .. 'link', need)
+  for j, id in ipairs(need) do links[id] = r[j] or '' end
+end
 local function link_of(id)
-  local f = fields[id]
-  if f then return f[7] end
-  if not links_only then return fetch(id)[7] end
-  local q = link_cache[id]
+  local q = links[id]
   if q == nil then
-    q = redis.call('HGET', B .. 'e:' .. id, 'q') or ''
-    link_cache[id] = q
+    q = redis.call('HGET', B .. 'link', id) or ''
+    links[id] = q
   end
   return q
 end
@@ -242,7 +269,7 @@ local function take_chain(id, pid, pseq)
     end
     chain[#chain + 1] = pid
     local q = link_of(pid)
-    if not q or q == '' then break end
+    if q == '' then break end
     local p2, s2 = split_link(q)
     pid, pseq = p2, tonumber(s2)
   end
@@ -254,18 +281,19 @@ local function take_window(w)
     for _, id in ipairs(w) do take(id) end
     return
   end
-  local links, ask = {}, {}
+  read_links(w)
+  local pl, ask = {}, {}
   for j, id in ipairs(w) do
-    local q = link_of(id)
-    if q and q ~= '' then
+    local q = links[id]
+    if q ~= '' then
       local pid, pseq = split_link(q)
-      links[j] = {pid, tonumber(pseq)}
+      pl[j] = {pid, tonumber(pseq)}
       if not taken[pid] then ask[#ask + 1] = pid end
     end
   end
   local scores, is_due = {}, {}
   if #ask > 0 then
-    local r = redis.call('ZMSCORE', B .. 'live', unpack(ask))
+    local r = mget_all('ZMSCORE', B .. 'live', ask)
     local alive = {}
     for j, pid in ipairs(ask) do
       scores[pid] = r[j]
@@ -274,8 +302,8 @@ local function take_window(w)
     -- Whether each live predecessor is due (pending and due, or its lease expired), batched:
     -- usually it is in flight in another batch, and its successor is blocked at no extra cost.
     if #alive > 0 then
-      local rp = redis.call('ZMSCORE', pending, unpack(alive))
-      local rl = redis.call('ZMSCORE', leased, unpack(alive))
+      local rp = mget_all('ZMSCORE', pending, alive)
+      local rl = mget_all('ZMSCORE', leased, alive)
       for j, pid in ipairs(alive) do
         local sc = rp[j] or rl[j]
         is_due[pid] = sc and tonumber(sc) <= now
@@ -284,14 +312,13 @@ local function take_window(w)
   end
   for j, id in ipairs(w) do
     if #picked >= max then return end
-    local l = links[j]
+    local l = pl[j]
     if taken[id] or blocked[id] then  -- taken with a chain above, or behind a blocked one
     elseif not l or taken[l[1]] or not scores[l[1]] or tonumber(scores[l[1]]) ~= l[2] then
       take(id)
     elseif blocked[l[1]] or not is_due[l[1]] then
       blocked[id] = true
       blocked[l[1]] = true
-      links_only = true
     else
       take_chain(id, l[1], l[2])
     end
@@ -332,13 +359,15 @@ end
 bulk('ZREM', pending, picked)
 bulk('ZADD', leased, lz)
 local owns = hmget_all(B .. 'own', picked)
+local bodies = hmget_all(B .. 'body', picked)
+local seqs = mget_all('ZMSCORE', B .. 'live', picked)
 local set = {}
 for i, id in ipairs(picked) do
-  local f = fetch(id)
   local n = parse_own(owns[i]) + 1
   set[#set + 1] = id; set[#set + 1] = n .. ' ' .. owner
   out[#out + 1] = id
-  for j = 1, 6 do out[#out + 1] = f[j] or '' end
+  out[#out + 1] = bodies[i] or ''
+  out[#out + 1] = seqs[i] or '0'
   out[#out + 1] = n
 end
 bulk('HSET', B .. 'own', set)
@@ -365,17 +394,16 @@ for i = 6, #A - 1, 2 do
   end
 end
 local owns = hmget_all(own, ids)
-local done, dels, by_key = {}, {}, {}
+local done, by_key = {}, {}
 for j, id in ipairs(ids) do
   local _, w = parse_own(owns[j])
   if w == owner then
     done[#done + 1] = id
-    dels[#dels + 1] = B .. 'e:' .. id
     local k = kinfo[j]
     if string.sub(k, 1, 1) == '=' then
       k = string.sub(k, 2)
     else
-      k = redis.call('HGET', B .. 'e:' .. id, 'k') or ''
+      k = body_key(redis.call('HGET', B .. 'body', id)) or ''
     end
     if k ~= '' then
       local l = by_key[k]
@@ -399,20 +427,23 @@ if n > 0 then
   bulk('ZREM', B .. 'live', done)
   bulk('HDEL', own, done)
   if archive then
-    for _, id in ipairs(done) do
-      redis.call('RENAME', B .. 'e:' .. id, B .. 'a:' .. id)
-      redis.call('ZADD', B .. 'archive', now, id)
+    local bodies = hmget_all(B .. 'body', done)
+    local keep, az = {}, {}
+    for j, id in ipairs(done) do
+      keep[#keep + 1] = id; keep[#keep + 1] = bodies[j] or ''
+      az[#az + 1] = now; az[#az + 1] = id
     end
-  else
-    bulk('DEL', nil, dels)
+    bulk('HSET', B .. 'archived', keep)
+    bulk('ZADD', B .. 'archive', az)
   end
+  bulk('HDEL', B .. 'body', done)
+  bulk('HDEL', B .. 'link', done)
+  bulk('HDEL', B .. 'error', done)
 end
 if archive and retention > 0 then
   local old = redis.call('ZRANGEBYSCORE', B .. 'archive', '-inf', now - retention, 'LIMIT', 0, 1000)
-  for _, id in ipairs(old) do
-    redis.call('DEL', B .. 'a:' .. id)
-    redis.call('ZREM', B .. 'archive', id)
-  end
+  bulk('HDEL', B .. 'archived', old)
+  bulk('ZREM', B .. 'archive', old)
 end
 return n
 end
@@ -430,19 +461,18 @@ local own = B .. 'own'
 local count = 0
 for i = 4, #A, 3 do
   local id, err, retry = A[i], A[i + 1], tonumber(A[i + 2])
-  local e = B .. 'e:' .. id
   local attempts, w = parse_own(redis.call('HGET', own, id))
   if w == owner then
-    local f = redis.call('HMGET', e, 'k', 's')
     if retry < 0 then
-      unlink_event(id, f[1])
-      redis.call('ZADD', B .. 'dead', f[2], id)
-      redis.call('HSET', e, 'r', err, 'd', dead_at)
+      local seq = redis.call('ZSCORE', B .. 'live', id) or '0'
+      unlink_event(id, body_key(redis.call('HGET', B .. 'body', id)))
+      redis.call('ZADD', B .. 'dead', seq, id)
+      redis.call('HSET', B .. 'dead_at', id, dead_at)
     else
       redis.call('ZREM', B .. 'leased', id)
       redis.call('ZADD', B .. 'pending', now + retry, id)
-      redis.call('HSET', e, 'r', err)
     end
+    redis.call('HSET', B .. 'error', id, err)
     redis.call('HSET', own, id, attempts)  -- no longer leased
     count = count + 1
   end
@@ -476,7 +506,11 @@ end
 )lua";
 
 // Bodies of the single-purpose scripts over the functions above (ARGV as documented there).
-inline constexpr const char* kClaimBody = "return claim(ARGV)\n";
+inline constexpr const char* kClaimBody = R"lua(
+local bad = layout_error()
+if bad then return bad end
+return claim(ARGV)
+)lua";
 inline constexpr const char* kAckBody = "return ack(ARGV)\n";
 inline constexpr const char* kNackBody = "return nack(ARGV)\n";
 inline constexpr const char* kReleaseBody = "return release(ARGV)\n";
@@ -488,6 +522,8 @@ inline constexpr const char* kReleaseBody = "return release(ARGV)\n";
 // error, retry_ms), n_releases ids.
 // Returns {acked, nacked, released, <claim's reply>} (counts -1 when fenced off).
 inline constexpr const char* kSettleBody = R"lua(
+local bad = layout_error()
+if bad then return bad end
 local fence, owner = ARGV[2], ARGV[3]
 local na, nn, nr = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local i = 15
@@ -553,38 +589,50 @@ if redis.call('GET', B .. 'lock') == ARGV[2] then return redis.call('DEL', B .. 
 return 0
 )lua";
 
-// ARGV: B. Returns {pending, leased, dead, archived, now_s, now_us, oldest occurred_us or ''}.
+// ARGV: B. Returns {pending, leased, dead, archived, now_s, now_us, oldest body or ''}.
 inline constexpr const char* kStats = R"lua(
+local bad = layout_error()
+if bad then return bad end
 local now, t = now_ms()
 local due_leased = redis.call('ZCOUNT', B .. 'leased', '-inf', now)
 local pending = redis.call('ZCARD', B .. 'pending') + due_leased
 local leased = redis.call('ZCARD', B .. 'leased') - due_leased
 local oldest = ''
 local first = redis.call('ZRANGE', B .. 'live', 0, 0)
-if #first > 0 then oldest = redis.call('HGET', B .. 'e:' .. first[1], 'o') or '' end
+if #first > 0 then oldest = redis.call('HGET', B .. 'body', first[1]) or '' end
 return {pending, leased, redis.call('ZCARD', B .. 'dead'), redis.call('ZCARD', B .. 'archive'),
         t[1], t[2], oldest}
 )lua";
 
 // ARGV: B, which ('live' or 'dead'), limit. Returns flat fields per event:
-// id, type, key, payload, occurred_us, headers, seq, attempts, last_error, dead_at.
+// id, body, seq, attempts, last_error, dead_at.
 inline constexpr const char* kList = R"lua(
-local ids = redis.call('ZRANGE', B .. ARGV[2], 0, tonumber(ARGV[3]) - 1)
+local bad = layout_error()
+if bad then return bad end
+local r = redis.call('ZRANGE', B .. ARGV[2], 0, tonumber(ARGV[3]) - 1, 'WITHSCORES')
+local ids, seqs = {}, {}
+for i = 1, #r, 2 do ids[#ids + 1] = r[i]; seqs[#seqs + 1] = r[i + 1] end
 local out = {}
-for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', B .. 'e:' .. id, 't', 'k', 'p', 'o', 'h', 's', 'r', 'd')
+if #ids == 0 then return out end
+local bodies = hmget_all(B .. 'body', ids)
+local owns = hmget_all(B .. 'own', ids)
+local errors = hmget_all(B .. 'error', ids)
+local dead_at = hmget_all(B .. 'dead_at', ids)
+for j, id in ipairs(ids) do
   out[#out + 1] = id
-  for j = 1, 6 do out[#out + 1] = f[j] or '' end
-  out[#out + 1] = parse_own(redis.call('HGET', B .. 'own', id))
-  out[#out + 1] = f[7] or ''
-  out[#out + 1] = f[8] or ''
-
+  out[#out + 1] = bodies[j] or ''
+  out[#out + 1] = seqs[j]
+  out[#out + 1] = parse_own(owns[j])
+  out[#out + 1] = errors[j] or ''
+  out[#out + 1] = dead_at[j] or ''
 end
 return out
 )lua";
 
 // ARGV: B, mode ('ids' or 'all'), limit (for 'all'), ids... Dead -> pending, attempts 0.
 inline constexpr const char* kRetry = R"lua(
+local bad = layout_error()
+if bad then return bad end
 local ids
 if ARGV[2] == 'all' then
   ids = redis.call('ZRANGE', B .. 'dead', 0, tonumber(ARGV[3]) - 1)
@@ -595,18 +643,19 @@ end
 local now = now_ms()
 local n = 0
 for _, id in ipairs(ids) do
-  if redis.call('ZREM', B .. 'dead', id) == 1 then
-    local e = B .. 'e:' .. id
-    local f = redis.call('HMGET', e, 'k', 's')
+  local seq = redis.call('ZSCORE', B .. 'dead', id)
+  if seq then
+    redis.call('ZREM', B .. 'dead', id)
     redis.call('ZADD', B .. 'pending', now, id)
-    redis.call('ZADD', B .. 'live', f[2], id)
+    redis.call('ZADD', B .. 'live', seq, id)
     -- Later events of its key that are still undelivered link to it (or to one after it) and
     -- wait; when none is left, the key's next events chain behind it.
-    if f[1] and f[1] ~= '' and not redis.call('HGET', B .. 'tail', f[1]) then
-      redis.call('HSET', B .. 'tail', f[1], id .. ' ' .. f[2])
+    local key = body_key(redis.call('HGET', B .. 'body', id))
+    if key and key ~= '' and not redis.call('HGET', B .. 'tail', key) then
+      redis.call('HSET', B .. 'tail', key, id .. ' ' .. seq)
     end
     redis.call('HDEL', B .. 'own', id)  -- attempts 0
-    redis.call('HDEL', e, 'd')
+    redis.call('HDEL', B .. 'dead_at', id)
     n = n + 1
   end
 end
@@ -616,6 +665,8 @@ return n
 
 // ARGV: B, mode ('ids' or 'all'), limit, ids... Dead -> deleted.
 inline constexpr const char* kDiscard = R"lua(
+local bad = layout_error()
+if bad then return bad end
 local ids
 if ARGV[2] == 'all' then
   ids = redis.call('ZRANGE', B .. 'dead', 0, tonumber(ARGV[3]) - 1)
@@ -626,8 +677,9 @@ end
 local n = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', B .. 'dead', id) == 1 then
-    redis.call('DEL', B .. 'e:' .. id)
-    redis.call('HDEL', B .. 'own', id)
+    for _, h in ipairs({'body', 'own', 'link', 'error', 'dead_at'}) do
+      redis.call('HDEL', B .. h, id)
+    end
     n = n + 1
   end
 end

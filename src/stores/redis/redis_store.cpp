@@ -17,6 +17,7 @@
 #include "core/append_check.h"
 #include "core/url.h"
 #include "outpost/stores/redis.h"
+#include "stores/redis/redis_body.h"
 #include "stores/redis/redis_client.h"
 #include "stores/redis/redis_scripts.h"
 
@@ -36,40 +37,6 @@ std::string with_functions(std::initializer_list<const char*> functions, const c
   std::string text(kPrologue);
   for (const char* f : functions) text += f;
   return text + body;
-}
-
-// Headers as "<len>:<bytes>" pairs: binary-safe and cheap to parse.
-std::string encode_headers(const Headers& headers) {
-  std::string out;
-  for (const auto& [k, v] : headers) {
-    out += std::to_string(k.size());
-    out += ':';
-    out += k;
-    out += std::to_string(v.size());
-    out += ':';
-    out += v;
-  }
-  return out;
-}
-
-Headers decode_headers(std::string_view s) {
-  Headers h;
-  auto next = [&](std::string& out) {
-    auto colon = s.find(':');
-    if (colon == std::string_view::npos) return false;
-    std::size_t len = 0;
-    std::from_chars(s.data(), s.data() + colon, len);
-    if (colon + 1 + len > s.size()) return false;
-    out.assign(s.substr(colon + 1, len));
-    s.remove_prefix(colon + 1 + len);
-    return true;
-  };
-  while (!s.empty()) {
-    std::string k, v;
-    if (!next(k) || !next(v)) break;
-    h.emplace(std::move(k), std::move(v));
-  }
-  return h;
 }
 
 std::int64_t to_int(std::string_view s) {
@@ -162,20 +129,17 @@ class RedisStore final : public Store {
     auto prepared = core::prepare_for_append(events, options_, kBackend);
     if (prepared.empty()) return;
     std::vector<std::string> owned;
-    owned.reserve(prepared.size() * 3 + 1);
+    owned.reserve(prepared.size() * 2 + 1);
     std::vector<std::string_view> argv;
-    argv.reserve(prepared.size() * 6 + 3);
+    argv.reserve(prepared.size() * 3 + 2);
     argv.push_back(base_);
     owned.push_back(std::to_string(prepared.size()));
     argv.push_back(owned.back());
     for (const auto& e : prepared) {
       owned.push_back(e.id.str());
       std::string_view id = owned.back();
-      owned.push_back(std::to_string(e.occurred_at.time_since_epoch().count()));
-      std::string_view occ = owned.back();
-      owned.push_back(encode_headers(e.headers));
-      std::string_view hdr = owned.back();
-      argv.insert(argv.end(), {id, e.type, e.key, e.payload, occ, hdr});
+      owned.push_back(pack_body(e));
+      argv.insert(argv.end(), {id, e.key, owned.back()});
     }
     // `owned` must not reallocate while argv points into it.
     if (tx.is_none()) {
@@ -313,10 +277,11 @@ class RedisStore final : public Store {
     s.leased = reply_int(r->element[1]);
     s.dead = reply_int(r->element[2]);
     s.archived = reply_int(r->element[3]);
-    std::string oldest = str(r->element[6]);
-    if (!oldest.empty()) {
+    Event oldest;
+    if (unpack_body(str(r->element[6]), oldest)) {
       std::int64_t now_us = to_int(str(r->element[4])) * 1'000'000 + to_int(str(r->element[5]));
-      std::int64_t age_us = std::max<std::int64_t>(0, now_us - to_int(oldest));
+      std::int64_t age_us =
+          std::max<std::int64_t>(0, now_us - oldest.occurred_at.time_since_epoch().count());
       s.oldest_pending_age = Duration(age_us / 1000);
     }
     return s;
@@ -404,7 +369,7 @@ class RedisStore final : public Store {
     }
     if (!token_.empty()) held_ = true;
     batch.lease.fence = fence;
-    constexpr std::size_t kFields = 8;
+    constexpr std::size_t kFields = 4;  // id, body, seq, attempts
     const std::size_t n = (r->elements - at - 2) / kFields;
     next_hint_ms_ = n == 0 ? hint : 0;
     batch.events.reserve(n);
@@ -412,7 +377,7 @@ class RedisStore final : public Store {
       redisReply** f = r->element + at + 2 + i * kFields;
       StoredEvent e;
       fill(e, f);
-      e.attempts = static_cast<int>(reply_int(f[7]));
+      e.attempts = static_cast<int>(reply_int(f[3]));
       batch.events.push_back(std::move(e));
     }
     std::sort(batch.events.begin(), batch.events.end(),
@@ -443,14 +408,18 @@ class RedisStore final : public Store {
         "redis");
   }
 
+  // id, body, seq of one event of a claim or list reply. A body that is missing or malformed
+  // (written by hand, or a bug) is reported, not delivered as an empty event.
   void fill(StoredEvent& e, redisReply** f) {
-    if (auto id = EventId::parse(str(f[0]))) e.id = *id;
-    e.type = str(f[1]);
-    e.key = str(f[2]);
-    e.payload = str(f[3]);
-    e.occurred_at = TimePoint(std::chrono::microseconds(to_int(str(f[4]))));
-    e.headers = decode_headers(str(f[5]));
-    e.seq = to_int(str(f[6]));
+    const std::string id = str(f[0]);
+    if (auto parsed = EventId::parse(id)) e.id = *parsed;
+    const redisReply* body = f[1];
+    if (!body || body->type != REDIS_REPLY_STRING ||
+        !unpack_body(std::string_view(body->str, body->len), e))
+      throw Error(
+          ErrorCode::corrupt, "redis",
+          "outbox " + base_ + ": event " + id + " has no readable body in " + base_ + "body");
+    e.seq = to_int(str(f[2]));
   }
 
   std::vector<DeadEvent> read_list(std::string_view which, std::size_t limit) {
@@ -459,14 +428,14 @@ class RedisStore final : public Store {
     const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
     Reply r = client_.eval(scripts_.list, key_, {base_, which, limit_s});
     if (r->type != REDIS_REPLY_ARRAY) return out;
-    constexpr std::size_t kFields = 10;
+    constexpr std::size_t kFields = 6;  // id, body, seq, attempts, last_error, dead_at
     for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
       redisReply** f = r->element + i;
       DeadEvent d;
       fill(d, f);
-      d.attempts = static_cast<int>(to_int(str(f[7])));
-      d.last_error = str(f[8]);
-      std::string dead_at = str(f[9]);
+      d.attempts = static_cast<int>(to_int(str(f[3])));
+      d.last_error = str(f[4]);
+      std::string dead_at = str(f[5]);
       if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(to_int(dead_at)));
       out.push_back(std::move(d));
     }
