@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/url.h"
+#include "outpost/error.h"
 #include "outpost/stores/redis.h"
 #include "store_cases.h"
 
@@ -114,6 +115,17 @@ outpost::testing::StoreCase redis_case(std::string name, const char* var) {
               store->append(events, outpost::TxHandle::redis_multi(c.get()));
               Reply e = run(c.get(), commit ? "EXEC" : "DISCARD");
               if (e->type == REDIS_REPLY_ERROR) throw std::runtime_error(e->str);
+              // As docs/redis.md tells users: check every element of the EXEC reply (the append
+              // script rejects a duplicate id there, having written nothing).
+              for (std::size_t i = 0; e->type == REDIS_REPLY_ARRAY && i < e->elements; ++i) {
+                const redisReply* r = e->element[i];
+                if (r->type != REDIS_REPLY_ERROR) continue;
+                const std::string err(r->str, r->len);
+                throw outpost::Error(err.find("OUTPOST_DUPLICATE") != std::string::npos
+                                         ? outpost::ErrorCode::conflict
+                                         : outpost::ErrorCode::backend,
+                                     "redis", err);
+              }
             };
             f.cleanup = [base, prefix] { delete_prefix(base, prefix); };
             return f;

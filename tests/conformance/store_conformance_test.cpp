@@ -173,6 +173,79 @@ TEST_P(StoreConformance, InvalidEventsRejectedBeforeWriting) {
   EXPECT_EQ(f.store->stats().pending, 1);
 }
 
+// An id is the event's identity while the outbox holds it: emitting an id that an undelivered
+// (pending, leased or dead) event has, or twice in one call, is a conflict and writes nothing of
+// the call. Once delivered, the id may be emitted again (a re-emitted event keeps its id so
+// consumers recognise it; DESIGN §6). A store that does not check (SQLite) keeps both events.
+TEST_P(StoreConformance, DuplicateIdsAreAConflictAndWriteNothing) {
+  Event first = make_event("t", "k");
+  if (!fixture().checks_duplicate_ids) {
+    store().append(std::vector<Event>{first});
+    store().append(std::vector<Event>{first});
+    auto batch = store().claim(10, 5s, ClaimOrder::unordered);
+    ASSERT_EQ(batch.events.size(), 2u) << "a re-emitted id is kept as an event of its own";
+    EXPECT_EQ(batch.events[0].id, first.id);
+    EXPECT_EQ(batch.events[1].id, first.id);
+    EXPECT_EQ(store().ack(batch, ids_of(batch.events)), 2u);
+    EXPECT_EQ(store().stats().pending, 0);
+    return;
+  }
+  auto expect_conflict = [&](std::vector<Event> events, const char* what) {
+    try {
+      store().append(events);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::conflict) << what << ": " << e.what();
+    }
+  };
+  Event dead = make_event("t", "d");
+  store().append(std::vector<Event>{first, dead});
+
+  Event twice = make_event("t", "k");
+  expect_conflict({make_event("t", "k"), twice, twice}, "the same id twice in one call");
+  expect_conflict({make_event("t", "k"), first}, "the id of a pending event");
+  EXPECT_EQ(store().stats().pending, 2) << "a rejected call wrote events";
+
+  auto batch = store().claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  expect_conflict({first}, "the id of a leased event");
+  std::vector<Nack> nacks{{dead.id, "boom", std::nullopt}};
+  ASSERT_EQ(store().nack(batch, nacks), 1u);
+  expect_conflict({dead}, "the id of a dead event");
+  ASSERT_EQ(store().ack(batch, std::vector<EventId>{first.id}), 1u);
+
+  auto s = store().stats();
+  EXPECT_EQ(s.pending, 0);
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(store().retry(std::vector<EventId>{dead.id}), 1u) << "the dead event came back";
+
+  // Delivered: its id may come again, and is an event of its own.
+  store().append(std::vector<Event>{first});
+  auto again = claim_within(store(), 10, 5s, 2s);
+  const auto again_ids = ids_of(again.events);
+  std::set<EventId> got(again_ids.begin(), again_ids.end());
+  EXPECT_EQ(got, (std::set<EventId>{first.id, dead.id}));
+}
+
+TEST_P(StoreConformance, DuplicateIdInTheCallersTransactionIsAConflict) {
+  auto& f = fixture();
+  if (!f.append_in_tx) GTEST_SKIP() << "store takes no transaction handle";
+  if (!f.checks_duplicate_ids) GTEST_SKIP() << "store does not check ids";
+  Event first = make_event("t", "k");
+  f.store->append(std::vector<Event>{first});
+  try {
+    std::vector<Event> events{make_event("t", "k"), first};
+    f.append_in_tx(events, /*commit=*/true);
+    ADD_FAILURE() << "a duplicate id was accepted in the caller's transaction";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::conflict) << e.what();
+  }
+  auto events = f.store->list(10);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].id, first.id);
+}
+
 // --- claim -------------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, ClaimRespectsMaxAndCountsAttempts) {

@@ -329,6 +329,31 @@ TEST_F(SqliteStoreTest, TxHandleMustBeInsideBeginOnTheStoresFile) {
   EXPECT_EQ(store->claim(10, 5s).events.size(), 1u);
 }
 
+// An append is all or nothing inside the caller's transaction too: when a later chunk of rows
+// fails (here: longer than the connection's length limit), the rows before it are taken back, so
+// a caller that catches the error and commits its own work commits no part of the append.
+TEST_F(SqliteStoreTest, AFailedAppendLeavesNothingInTheCallersTransaction) {
+  auto store = open_sqlite_store("sqlite:" + path());
+  auto db = open_raw(path());
+  configure_sqlite_connection(db.get());
+  exec(db.get(), "CREATE TABLE orders (n INTEGER)");
+  std::vector<Event> events;
+  for (int i = 0; i < 150; ++i) events.push_back(Event::make("t", "{}", "k"));
+  events[120].payload = std::string(5000, 'x');  // in the second chunk of 100 rows
+  sqlite3_limit(db.get(), SQLITE_LIMIT_LENGTH, 4000);
+  exec(db.get(), "BEGIN IMMEDIATE");
+  exec(db.get(), "INSERT INTO orders VALUES (1)");
+  EXPECT_THROW(store->append(events, TxHandle::sqlite(db.get())), Error);
+  exec(db.get(), "COMMIT");  // the caller's own work goes on
+  EXPECT_EQ(store->stats().pending, 0) << "a part of the failed append was committed";
+  sqlite3_stmt* raw = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db.get(), "SELECT count(*) FROM orders", -1, &raw, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(raw), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(raw, 0), 1);
+  sqlite3_finalize(raw);
+}
+
 // --- locking -------------------------------------------------------------------------------------
 
 TEST_F(SqliteStoreTest, WritesWaitForAnotherConnectionsLockInsteadOfFailing) {

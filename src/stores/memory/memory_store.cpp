@@ -38,8 +38,9 @@ class MemoryStore final : public Store {
     auto prepared = core::prepare_for_append(events, options_, "memory");
     {
       std::lock_guard lock(mu_);
+      std::unordered_set<EventId, EventIdHash> in_call;
       for (auto& e : prepared) {
-        if (by_id_.contains(e.id) || dead_by_id_.contains(e.id))
+        if (by_id_.contains(e.id) || dead_by_id_.contains(e.id) || !in_call.insert(e.id).second)
           throw Error(ErrorCode::conflict, "memory", "duplicate event id " + e.id.str());
       }
       TimePoint t = now();
@@ -163,8 +164,10 @@ class MemoryStore final : public Store {
     StoreStats s;
     TimePoint t = now();
     for (const auto& [seq, row] : live_) {
-      if (!row.lease_owner.empty() && row.lease_until > t) ++s.leased;
-      else ++s.pending;
+      if (!row.lease_owner.empty() && row.lease_until > t)
+        ++s.leased;
+      else
+        ++s.pending;
     }
     s.dead = static_cast<std::int64_t>(dead_.size());
     s.archived = static_cast<std::int64_t>(archive_.size());
@@ -259,8 +262,7 @@ class MemoryStore final : public Store {
       if (ready > t && keyed) blocked_keys.insert(row.event.key);
       if (ready < until) until = std::max(ready, t);
     }
-    cv_.wait_for(lock, until - t,
-                 [&] { return generation_ != seen || interrupts_ != interrupts; });
+    cv_.wait_for(lock, until - t, [&] { return generation_ != seen || interrupts_ != interrupts; });
   }
 
   void interrupt() override {
@@ -308,14 +310,14 @@ class MemoryStore final : public Store {
   std::atomic<std::uint64_t> claim_counter_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::int64_t last_seq_ = 0;                        // guarded by mu_
-  std::map<std::int64_t, Row> live_;                 // guarded by mu_
+  std::int64_t last_seq_ = 0;                                          // guarded by mu_
+  std::map<std::int64_t, Row> live_;                                   // guarded by mu_
   std::unordered_map<EventId, std::int64_t, EventIdHash> by_id_;       // guarded by mu_
-  std::map<std::int64_t, DeadEvent> dead_;                              // guarded by mu_
+  std::map<std::int64_t, DeadEvent> dead_;                             // guarded by mu_
   std::unordered_map<EventId, std::int64_t, EventIdHash> dead_by_id_;  // guarded by mu_
   std::deque<std::pair<StoredEvent, TimePoint>> archive_;              // guarded by mu_
-  std::uint64_t generation_ = 0;                                        // guarded by mu_
-  std::uint64_t interrupts_ = 0;                                        // guarded by mu_
+  std::uint64_t generation_ = 0;                                       // guarded by mu_
+  std::uint64_t interrupts_ = 0;                                       // guarded by mu_
 };
 
 }  // namespace

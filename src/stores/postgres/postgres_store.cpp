@@ -18,6 +18,7 @@
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -221,6 +222,7 @@ class PostgresStore final : public Store {
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_, "postgres");
     if (prepared.empty()) return;
+    if (dead_unflushed_.exchange(false)) flush();
     pg::Params params;
     {
       pg::ArrayBuilder ids(pg::kUuidOid), types(pg::kTextOid), keys(pg::kTextOid),
@@ -250,7 +252,8 @@ class PostgresStore final : public Store {
                           "postgres");
       // The caller's connection: an unnamed statement, since we cannot track what is prepared
       // there (and a failed PREPARE would abort the caller's transaction).
-      pg::exec_params(config_.endpoint, conn, sql_insert_, params, "append");
+      auto r = pg::exec_params(config_.endpoint, conn, sql_insert_, params, "append");
+      check_inserted(r.get(), prepared.size());
       return;
     }
     if (!tx.is_none())
@@ -259,13 +262,24 @@ class PostgresStore final : public Store {
     // One statement is one transaction: all rows or none, and its trigger notifies once.
     auto c = pool_.get();
     try {
-      pg::exec_prepared(config_.endpoint, *c, "append", sql_insert_, params, "append");
+      auto r = pg::exec_prepared(config_.endpoint, *c, "append", sql_insert_, params, "append");
+      check_inserted(r.get(), prepared.size());
     } catch (const ConnectionError& e) {
       // The statement may have committed before the connection broke; the caller can re-append
       // the same ids (a duplicate id is reported as a conflict).
       throw InDoubtError("postgres",
                          std::string(e.what()) + " (the events may or may not have been written)");
     }
+  }
+
+  // The insert writes nothing when a dead event has one of the ids (a live one is caught by the
+  // unique index): an id names one undelivered event, as in every store.
+  static void check_inserted(PGresult* r, std::size_t expected) {
+    const char* n = r ? PQcmdTuples(r) : "";
+    if (n && *n && std::strtoull(n, nullptr, 10) == expected) return;
+    throw Error(ErrorCode::conflict, "postgres",
+                "duplicate event id: a dead event has one of the ids (retry or discard it "
+                "first); nothing was written");
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
@@ -654,6 +668,8 @@ class PostgresStore final : public Store {
 
   std::optional<Stmt> nack_stmt(const ClaimedBatch& batch, std::span<const Nack> nacks) {
     if (nacks.empty()) return std::nullopt;
+    for (const auto& nk : nacks)
+      if (!nk.retry_in) dead_unflushed_ = true;
     std::vector<std::int64_t> seqs, retry_ms;
     std::vector<std::string> errors;
     auto index = index_of(batch);
@@ -957,7 +973,8 @@ class PostgresStore final : public Store {
     sql_insert_ = "INSERT INTO " + t +
                   " (id, type, key, payload, occurred_at, headers) SELECT * FROM unnest("
                   "$1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], "
-                  "$6::jsonb[])";
+                  "$6::jsonb[]) WHERE NOT EXISTS (SELECT 1 FROM " +
+                  names_.dead + " WHERE id = ANY($1::uuid[]))";
     const std::string claimable =
         "(t.state = 0 OR (t.state = 1 AND t.lease_until <= now()) OR "
         "(t.state = 2 AND t.due_at <= now()))";
@@ -1085,6 +1102,9 @@ class PostgresStore final : public Store {
   std::uint64_t generation_ = 0;             // guarded by mu_
   std::uint64_t interrupts_ = 0;             // guarded by mu_
   std::atomic<bool> server_seen_up_{false};  // set by a successful claim
+  // A dead-lettering nack may sit in the open settlement transaction: the next append commits
+  // it first, so its duplicate-id check sees the dead event (our own settlements, as retry does).
+  std::atomic<bool> dead_unflushed_{false};
   // Owned by the thread with listening_ set.
   pg::ConnPtr listen_;
   Duration backoff_{0};

@@ -7,7 +7,8 @@
 //                clash), key, attempts, due_at (ms), lease_owner (integer), lease_until (ms),
 //                last_error
 //   <t>_body     seq, id (16 bytes; not unique: re-emitting an event with its id is legitimate,
-//                and an id index would cost a B-tree write per append and per ack), type,
+//                and an id index would cost a B-tree write per append and per ack: a unique
+//                index measured 20% of end-to-end events/s, 2026-11-22, docs/sqlite.md), type,
 //                payload, occurred_at (us), headers (JSON object or NULL)
 //   <t>_dead     all columns + last_error, dead_at (ms)
 //   <t>_archive  acked events when archiving is on, acked_at (ms) for retention
@@ -1026,7 +1027,20 @@ class SqliteStore final : public Store {
                             std::string(file && *file ? file : ":memory:") +
                             "', not on the store's file '" + path_ + "'",
                         "sqlite");
-    insert_events(db, nullptr, events);
+    // A savepoint makes the append all or nothing inside the caller's transaction too: a chunk
+    // that fails (disk full, a statement too big) must not leave the chunks before it for the
+    // caller to commit.
+    if (sqlite3_exec(db, "SAVEPOINT outpost_append", nullptr, nullptr, nullptr) != SQLITE_OK)
+      throw_sqlite(db, sqlite3_extended_errcode(db), "starting the append");
+    try {
+      insert_events(db, nullptr, events);
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK TO outpost_append", nullptr, nullptr, nullptr);
+      sqlite3_exec(db, "RELEASE outpost_append", nullptr, nullptr, nullptr);
+      throw;
+    }
+    if (sqlite3_exec(db, "RELEASE outpost_append", nullptr, nullptr, nullptr) != SQLITE_OK)
+      throw_sqlite(db, sqlite3_extended_errcode(db), "finishing the append");
     // The caller commits later: waiters notice the commit through data_version; this wakes
     // in-process waiters early, which is harmless (spurious wake-ups are allowed).
     notify();
