@@ -375,76 +375,84 @@ return out
 end
 )lua";
 
-// ack(A), A laid out like ARGV: B, fence, owner, archive (1/0), retention_ms (0 = keep), then
-// pairs id, "=" .. key (the key as claimed) or "?" (unknown: read from the event).
+// ack(fence, owner, archive, retention_ms, A, i0, n_ids, k0, n_keys): acks the ids A[i0 ..
+// i0 + n_ids - 1] still leased by `owner`; A[k0 .. k0 + n_keys - 1] are the distinct keys of the
+// acked events as claimed (whose tails may name one of them), or the one entry "?" (unknown:
+// read from the bodies). Indices into ARGV, so the settle script passes its arguments uncopied.
 // Returns count or -1 when fenced off (the writer lease changed hands since the claim).
 inline constexpr const char* kAckFn = R"lua(
-local function ack(A)
-if not fence_ok(A[2]) then return -1 end
-local owner, archive, retention = A[3], A[4] == '1', tonumber(A[5])
+local function ack(fence, owner, archive, retention, A, i0, n_ids, k0, n_keys)
+if not fence_ok(fence) then return -1 end
 local own = B .. 'own'
 local now = 0
 if archive then now = now_ms() end
-local ids, kinfo, seen = {}, {}, {}
-for i = 6, #A - 1, 2 do
+local ids, seen = {}, {}
+for i = i0, i0 + n_ids - 1 do
   local id = A[i]
   if not seen[id] then
     seen[id] = true
-    ids[#ids + 1] = id; kinfo[#kinfo + 1] = A[i + 1]
+    ids[#ids + 1] = id
   end
 end
+-- Leased by `owner`: its own value ends in " <owner>" (no string is built per event).
 local owns = hmget_all(own, ids)
-local done, by_key = {}, {}
+local tag = ' ' .. owner
+local done, is_done = {}, {}
 for j, id in ipairs(ids) do
-  local _, w = parse_own(owns[j])
-  if w == owner then
+  local v = owns[j]
+  if v and #v > #tag and string.find(v, tag, #v - #tag + 1, true) then
     done[#done + 1] = id
-    local k = kinfo[j]
-    if string.sub(k, 1, 1) == '=' then
-      k = string.sub(k, 2)
-    else
-      k = body_key(redis.call('HGET', B .. 'body', id)) or ''
-    end
-    if k ~= '' then
-      local l = by_key[k]
-      if not l then l = {}; by_key[k] = l end
-      l[#l + 1] = id
-    end
+    is_done[id] = true
   end
 end
--- The keys whose last event is delivered start a new chain.
-local tk, tids = {}, {}
-for k, l in pairs(by_key) do
-  local set = {}
-  for _, id in ipairs(l) do set[id] = true end
-  tk[#tk + 1] = k; tids[#tids + 1] = set
-end
-drop_tails(tk, tids)
 local n = #done
-if n > 0 then
-  -- Usually all leased; some are back in pending only after a lease recovery.
-  if bulk('ZREM', B .. 'leased', done) < n then bulk('ZREM', B .. 'pending', done) end
-  bulk('ZREM', B .. 'live', done)
-  bulk('HDEL', own, done)
-  if archive then
-    local bodies = hmget_all(B .. 'body', done)
-    local keep, az = {}, {}
-    for j, id in ipairs(done) do
-      keep[#keep + 1] = id; keep[#keep + 1] = bodies[j] or ''
-      az[#az + 1] = now; az[#az + 1] = id
+if n == 0 then return 0 end
+-- The keys whose last event is delivered start a new chain. Ids are unique, so a tail that
+-- names any acked id is one of them.
+local keys = {}
+if n_keys == 1 and A[k0] == '?' then
+  local bodies, kseen = hmget_all(B .. 'body', done), {}
+  for j = 1, n do
+    local k = body_key(bodies[j])
+    if k and k ~= '' and not kseen[k] then
+      kseen[k] = true
+      keys[#keys + 1] = k
     end
-    bulk('HSET', B .. 'archived', keep)
-    bulk('ZADD', B .. 'archive', az)
   end
-  bulk('HDEL', B .. 'body', done)
-  bulk('HDEL', B .. 'link', done)
-  bulk('HDEL', B .. 'error', done)
+else
+  for i = k0, k0 + n_keys - 1 do keys[#keys + 1] = A[i] end
 end
-if archive and retention > 0 then
-  local old = redis.call('ZRANGEBYSCORE', B .. 'archive', '-inf', now - retention, 'LIMIT', 0, 1000)
-  bulk('HDEL', B .. 'archived', old)
-  bulk('ZREM', B .. 'archive', old)
+if #keys > 0 then
+  local cur = hmget_all(B .. 'tail', keys)
+  local del = {}
+  for j, k in ipairs(keys) do
+    if cur[j] and is_done[split_link(cur[j])] then del[#del + 1] = k end
+  end
+  bulk('HDEL', B .. 'tail', del)
 end
+-- Usually all leased; some are back in pending only after a lease recovery.
+if bulk('ZREM', B .. 'leased', done) < n then bulk('ZREM', B .. 'pending', done) end
+bulk('ZREM', B .. 'live', done)
+bulk('HDEL', own, done)
+if archive then
+  local bodies = hmget_all(B .. 'body', done)
+  local keep, az = {}, {}
+  for j, id in ipairs(done) do
+    keep[#keep + 1] = id; keep[#keep + 1] = bodies[j] or ''
+    az[#az + 1] = now; az[#az + 1] = id
+  end
+  bulk('HSET', B .. 'archived', keep)
+  bulk('ZADD', B .. 'archive', az)
+  if retention > 0 then
+    local old =
+        redis.call('ZRANGEBYSCORE', B .. 'archive', '-inf', now - retention, 'LIMIT', 0, 1000)
+    bulk('HDEL', B .. 'archived', old)
+    bulk('ZREM', B .. 'archive', old)
+  end
+end
+bulk('HDEL', B .. 'body', done)
+bulk('HDEL', B .. 'link', done)
+bulk('HDEL', B .. 'error', done)
 return n
 end
 )lua";
@@ -511,29 +519,33 @@ local bad = layout_error()
 if bad then return bad end
 return claim(ARGV)
 )lua";
-inline constexpr const char* kAckBody = "return ack(ARGV)\n";
+// ARGV: B, fence, owner, archive (1/0), retention_ms, n_ids, ids..., keys... (see ack).
+inline constexpr const char* kAckBody = R"lua(
+local n_ids = tonumber(ARGV[6])
+return ack(ARGV[2], ARGV[3], ARGV[4] == '1', tonumber(ARGV[5]), ARGV, 7, n_ids, 7 + n_ids,
+           #ARGV - 6 - n_ids)
+)lua";
 inline constexpr const char* kNackBody = "return nack(ARGV)\n";
 inline constexpr const char* kReleaseBody = "return release(ARGV)\n";
 
 // Store::settle_and_claim in one script: ack, nack, release (each fenced like the separate
 // scripts), then claim. ARGV: B, fence, owner (of the settled batch), archive (1/0),
-// retention_ms, n_acks, n_nacks, n_releases, then the claim's token, max, lease_ms, ordered,
-// new owner, scan_limit, then n_acks pairs (id, key info as for ack), n_nacks triples (id,
-// error, retry_ms), n_releases ids.
+// retention_ms, n_acks, n_ack_keys, n_nacks, n_releases, then the claim's token, max, lease_ms,
+// ordered, new owner, scan_limit, then n_acks ids and n_ack_keys keys (as for ack), n_nacks
+// triples (id, error, retry_ms), n_releases ids.
 // Returns {acked, nacked, released, <claim's reply>} (counts -1 when fenced off).
 inline constexpr const char* kSettleBody = R"lua(
 local bad = layout_error()
 if bad then return bad end
 local fence, owner = ARGV[2], ARGV[3]
-local na, nn, nr = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local i = 15
+local na, nk = tonumber(ARGV[6]), tonumber(ARGV[7])
+local nn, nr = tonumber(ARGV[8]), tonumber(ARGV[9])
+local i = 16
 local counts = {0, 0, 0}
 if na > 0 then
-  local a = {B, fence, owner, ARGV[4], ARGV[5]}
-  for j = i, i + na * 2 - 1 do a[#a + 1] = ARGV[j] end
-  counts[1] = ack(a)
+  counts[1] = ack(fence, owner, ARGV[4] == '1', tonumber(ARGV[5]), ARGV, i, na, i + na, nk)
 end
-i = i + na * 2
+i = i + na + nk
 if nn > 0 then
   local a = {B, fence, owner}
   for j = i, i + nn * 3 - 1 do a[#a + 1] = ARGV[j] end
@@ -545,7 +557,7 @@ if nr > 0 then
   for j = i, i + nr - 1 do a[#a + 1] = ARGV[j] end
   counts[3] = release(a)
 end
-local out = claim({B, ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]})
+local out = claim({B, ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]})
 local r = {counts[1], counts[2], counts[3]}
 for j = 1, #out do r[#r + 1] = out[j] end
 return r

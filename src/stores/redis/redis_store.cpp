@@ -176,6 +176,8 @@ class RedisStore final : public Store {
     const std::string n_nacks = std::to_string(settlement.nacks.size());
     const std::string n_releases = std::to_string(settlement.releases.size());
     std::vector<std::string> owned = ack_strings(done, settlement.acks);
+    const std::size_t ack_strings_n = owned.size();
+    const std::string n_ack_keys = std::to_string(ack_strings_n - settlement.acks.size());
     owned.reserve(owned.size() + settlement.nacks.size() * 2 + settlement.releases.size());
     for (const auto& nk : settlement.nacks) {
       owned.push_back(nk.id.str());
@@ -190,6 +192,7 @@ class RedisStore final : public Store {
                                        options_.archive ? "1" : "0",
                                        retention,
                                        n_acks,
+                                       n_ack_keys,
                                        n_nacks,
                                        n_releases,
                                        token_,
@@ -200,7 +203,7 @@ class RedisStore final : public Store {
                                        c.scan};
     argv.reserve(argv.size() + owned.size() + settlement.nacks.size());
     std::size_t o = 0;
-    for (std::size_t i = 0; i < settlement.acks.size() * 2; ++i) argv.push_back(owned[o++]);
+    for (std::size_t i = 0; i < ack_strings_n; ++i) argv.push_back(owned[o++]);
     for (const auto& nk : settlement.nacks) {
       argv.push_back(owned[o++]);
       argv.push_back(nk.error);
@@ -226,8 +229,9 @@ class RedisStore final : public Store {
     std::vector<std::string> owned = ack_strings(batch, ids);
     const std::string fence = std::to_string(batch.lease.fence);
     const std::string retention = std::to_string(options_.archive_retention.count());
-    std::vector<std::string_view> argv{base_, fence, batch.lease.owner,
-                                       options_.archive ? "1" : "0", retention};
+    const std::string n_ids = std::to_string(ids.size());
+    std::vector<std::string_view> argv{
+        base_, fence, batch.lease.owner, options_.archive ? "1" : "0", retention, n_ids};
     argv.insert(argv.end(), owned.begin(), owned.end());
     return settled(client_.eval(scripts_.ack, key_, argv));
   }
@@ -466,12 +470,16 @@ class RedisStore final : public Store {
     return n < 0 ? 0 : static_cast<std::size_t>(n);
   }
 
-  // The ack script's pairs: id, "=" + the event's key as claimed in `batch` (so the script need
-  // not read it), or "?" for an id the batch does not hold (the script reads the key).
+  // The ack script's arguments: the ids, then the distinct non-empty keys of those events as
+  // claimed in `batch` (so the script need not read them), or the one entry "?" when an id is
+  // not in the batch (the script then reads the keys from the bodies).
   static std::vector<std::string> ack_strings(const ClaimedBatch& batch,
                                               std::span<const EventId> ids) {
     std::vector<std::string> out;
     out.reserve(ids.size() * 2);
+    std::vector<std::string_view> keys;
+    keys.reserve(ids.size());
+    bool unknown = false;
     std::size_t hint = 0;  // acks usually follow the batch's order
     for (const auto& id : ids) {
       out.push_back(id.str());
@@ -483,8 +491,18 @@ class RedisStore final : public Store {
           hint = (hint + i + 1) % batch.events.size();
         }
       }
-      out.push_back(found ? "=" + found->key : std::string("?"));
+      if (!found)
+        unknown = true;
+      else if (!found->key.empty())
+        keys.push_back(found->key);
     }
+    if (unknown) {
+      out.emplace_back("?");
+      return out;
+    }
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (auto k : keys) out.emplace_back(k);
     return out;
   }
 
