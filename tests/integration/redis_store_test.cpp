@@ -313,14 +313,49 @@ TEST(RedisStoreLayout, AnOutboxOfAnOlderLayoutIsRefusedAndLeftAlone) {
   Reply pending(
       static_cast<redisReply*>(redisCommand(c.get(), "ZCARD %s", (b + "pending").c_str())));
   EXPECT_EQ(pending->integer, 1);
-  Reply body(static_cast<redisReply*>(redisCommand(c.get(), "EXISTS %s", (b + "body").c_str())));
+  Reply body(static_cast<redisReply*>(redisCommand(c.get(), "EXISTS %s", (b + "v3:body").c_str())));
   EXPECT_EQ(body->integer, 0);
+
+  // A relay of the older build on this prefix sees none of this build's events: they are under
+  // other names (the older build's "pending" still holds only its own event).
+  Reply p2(
+      static_cast<redisReply*>(redisCommand(c.get(), "ZRANGE %s 0 -1", (b + "pending").c_str())));
+  ASSERT_EQ(p2->elements, 1u);
+  EXPECT_EQ(std::string(p2->element[0]->str), "x");
 
   // Drained (no live or dead event left), the same prefix is taken over.
   Reply(static_cast<redisReply*>(redisCommand(c.get(), "DEL %s %s %s", (b + "live").c_str(),
                                               (b + "pending").c_str(), (b + "e:x").c_str())));
   store->append(make_events(2, 1));
   EXPECT_EQ(store->claim(10, 5s).events.size(), 2u);
+}
+
+// An event whose body is gone (deleted by hand, or a bug) cannot be delivered; a claim must
+// not stall on it: it is dead-lettered with the reason, and the rest is claimed.
+TEST(RedisStoreLayout, AnEventWithoutItsBodyIsDeadLetteredNotAStall) {
+  REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
+  const std::string prefix = testing::unique_name("nobody_");
+  PrefixGuard guard{base, prefix};
+  auto store = open_redis_store(with_prefix(base, prefix));
+  auto events = make_events(3, 1);  // one key: the lost one sits between the others
+  store->append(events);
+  Ctx c = connect_url(base);
+  const std::string lost = events[1].id.str();
+  Reply(static_cast<redisReply*>(
+      redisCommand(c.get(), "HDEL %s %s", ("{" + prefix + "}:v3:body").c_str(), lost.c_str())));
+  auto batch = store->claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].id, events[0].id);
+  EXPECT_EQ(batch.events[1].id, events[2].id);
+  EXPECT_EQ(store->ack(batch, ids_of(batch.events)), 2u);
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].id, events[1].id);
+  EXPECT_NE(dead[0].last_error.find("no body"), std::string::npos) << dead[0].last_error;
+  auto s = store->stats();
+  EXPECT_EQ(s.pending, 0);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(store->discard(std::vector<EventId>{events[1].id}), 1u);
 }
 
 // --- writer lease and fencing ---------------------------------------------------------------

@@ -3,35 +3,39 @@
 // Redis Cluster routes it to the slot of `{prefix}`) and ARGV[1] = the key base "{prefix}:";
 // the other keys are built from the base and all hash to the same slot.
 //
-// Keys (B = "{prefix}:"), layout 3:
-//   B.."layout"     "3": written on first use; a script refuses an outbox that holds events
-//                   of an older layout (they must be drained by the build that wrote them)
-//   B.."seq"        INCR sequence (emit order)
-//   B.."body"       hash id -> the event's body, packed by the client (redis_body.h): key,
-//                   type, occurred_at, headers, payload. One hash, so an emit writes all of a
-//                   call's bodies with one HSET and a claim reads a batch's with one HMGET:
-//                   a per-event command inside a script costs more than the command's work
-//   B.."link"       hash id -> predecessor "<id> <seq>": the key's last undelivered event when
-//                   this one was appended (no field = none)
-//   B.."error"      hash id -> last delivery error
-//   B.."dead_at"    hash id -> when it was dead-lettered (us)
-//   B.."own"        hash id -> "<attempts>" or "<attempts> <lease owner>" while leased (no
-//                   field = 0 attempts): a claim writes and an ack reads the owners of a whole
-//                   batch with one HSET / HMGET
-//   B.."pending"    zset id -> due time (ms, server clock)
-//   B.."leased"     zset id -> lease expiry (ms)
-//   B.."live"       zset id -> seq of every undelivered event (list order, oldest; the seq a
-//                   claim returns)
-//   B.."dead"       zset id -> seq
-//   B.."archive"    zset id -> ack time (ms); B.."archived" hash id -> body (archiving on)
-//   B.."tail"       hash key -> "<id> <seq>" of the key's last appended undelivered event
-//                   (ordered mode: each event links to its predecessor of the same key, and is
-//                   claimable once that one is no longer live (acked, dead, discarded) or is
-//                   taken by the same claim; links, unlike a zset per key, cost no command per
-//                   event: the tail hash is read and written once per append and per ack)
-//   B.."lock"       writer lease: the holder's token, PX = lease
-//   B.."writer"     hash: owner (last holder's token), fence (incremented when the holder changes)
-//   B.."wake"       pub/sub channel published on emit and retry
+// Keys (B = "{prefix}:"), layout 3. Its own names ("v3:") for everything an older layout also
+// had, so a relay of an older build on the same prefix sees an empty outbox and can never
+// consume (and deliver empty) an event of this one; shared with older layouts are only seq,
+// lock, writer and wake (one writer at a time, whichever build it is).
+//   B.."seq"           INCR sequence (emit order)
+//   B.."v3:body"       hash id -> the event's body, packed by the client (redis_body.h): key,
+//                      type, occurred_at, headers, payload. One hash, so an emit writes all of a
+//                      call's bodies with one HSET and a claim reads a batch's with one HMGET:
+//                      a per-event command inside a script costs more than the command's work
+//   B.."v3:link"       hash id -> predecessor "<id> <seq>": the key's last undelivered event
+//                      when this one was appended (no field = none)
+//   B.."v3:error"      hash id -> last delivery error
+//   B.."v3:dead_at"    hash id -> when it was dead-lettered (us)
+//   B.."v3:own"        hash id -> "<attempts>" or "<attempts> <lease owner>" while leased (no
+//                      field = 0 attempts): a claim writes and an ack reads the owners of a
+//                      whole batch with one HSET / HMGET
+//   B.."v3:pending"    zset id -> due time (ms, server clock)
+//   B.."v3:leased"     zset id -> lease expiry (ms)
+//   B.."v3:live"       zset id -> seq of every undelivered event (list order, oldest; the seq a
+//                      claim returns)
+//   B.."v3:dead"       zset id -> seq
+//   B.."v3:archive"    zset id -> ack time (ms); B.."v3:archived" hash id -> body (archiving on)
+//   B.."v3:tail"       hash key -> "<id> <seq>" of the key's last appended undelivered event
+//                      (ordered mode: each event links to its predecessor of the same key, and
+//                      is claimable once that one is no longer live (acked, dead, discarded) or
+//                      is taken by the same claim; links, unlike a zset per key, cost no command
+//                      per event: the tail hash is read and written once per append and per ack)
+//   B.."lock"          writer lease: the holder's token, PX = lease
+//   B.."writer"        hash: owner (last holder's token), fence (incremented when the holder
+//                      changes)
+//   B.."wake"          pub/sub channel published on emit and retry
+// An older layout's events live in B.."live" / B.."dead" (no "v3:"): while either exists the
+// scripts refuse (layout_error), so those events are neither misread nor left waiting unseen.
 
 namespace outpost::redis_store {
 
@@ -42,17 +46,14 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
 end
--- nil when the outbox is in layout 3 (or new: then marked so), else an error reply.
+-- nil, or an error reply when the prefix still holds events of an older layout (its `live` or
+-- `dead` sorted set, names layout 3 does not use): this build must neither read them as its own
+-- nor let them wait unseen, so it refuses until the older build has delivered or discarded them.
 local function layout_error()
-  local v = redis.call('GET', B .. 'layout')
-  if v == '3' then return nil end
-  if not v and redis.call('EXISTS', B .. 'live', B .. 'dead') == 0 then
-    redis.call('SET', B .. 'layout', '3')
-    return nil
-  end
-  return redis.error_reply('OUTPOST_LAYOUT the outbox ' .. B .. ' was written by an older ' ..
-    'outpost (layout ' .. (v or '2') .. ', this build reads 3): let that build deliver or ' ..
-    'discard its events first (docs/redis.md, Layout)')
+  if redis.call('EXISTS', B .. 'live', B .. 'dead') == 0 then return nil end
+  return redis.error_reply('OUTPOST_LAYOUT the outbox ' .. B .. ' holds events written by an ' ..
+    'older outpost (layout 2; this build uses layout 3): let that build deliver or discard ' ..
+    'them first (docs/redis.md, Layout)')
 end
 local function fence_ok(fence)
   if fence == '0' then return true end
@@ -107,17 +108,17 @@ end
 -- keys[j] (delivered or dead: the key's next event starts a new chain).
 local function drop_tails(keys, ids)
   if #keys == 0 then return end
-  local cur = hmget_all(B .. 'tail', keys)
+  local cur = hmget_all(B .. 'v3:tail', keys)
   local del = {}
   for j, k in ipairs(keys) do
     if cur[j] and ids[j][split_link(cur[j])] then del[#del + 1] = k end
   end
-  bulk('HDEL', B .. 'tail', del)
+  bulk('HDEL', B .. 'v3:tail', del)
 end
 local function unlink_event(id, key)
   -- Usually leased; back in pending only after a lease recovery.
-  if redis.call('ZREM', B .. 'leased', id) == 0 then redis.call('ZREM', B .. 'pending', id) end
-  redis.call('ZREM', B .. 'live', id)
+  if redis.call('ZREM', B .. 'v3:leased', id) == 0 then redis.call('ZREM', B .. 'v3:pending', id) end
+  redis.call('ZREM', B .. 'v3:live', id)
   if key and key ~= '' then drop_tails({key}, {{[id] = true}}) end
 end
 )lua";
@@ -136,7 +137,7 @@ for i = 0, n - 1 do
   seen[id] = true
   ids[#ids + 1] = id
 end
-for _, z in ipairs({'live', 'dead'}) do
+for _, z in ipairs({'v3:live', 'v3:dead'}) do
   local r = mget_all('ZMSCORE', B .. z, ids)
   for j = 1, #ids do
     if r[j] then return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. ids[j]) end
@@ -155,7 +156,7 @@ for i = 0, n - 1 do
   end
 end
 if #ukeys > 0 then
-  local cur = hmget_all(B .. 'tail', ukeys)
+  local cur = hmget_all(B .. 'v3:tail', ukeys)
   for j, k in ipairs(ukeys) do tails[k] = cur[j] or '' end
 end
 local bodies, pend, live, links = {}, {}, {}, {}
@@ -171,14 +172,14 @@ for i = 0, n - 1 do
   pend[#pend + 1] = now; pend[#pend + 1] = id
   live[#live + 1] = seq; live[#live + 1] = id
 end
-bulk('HSET', B .. 'body', bodies)
-bulk('ZADD', B .. 'pending', pend)
-bulk('ZADD', B .. 'live', live)
-bulk('HSET', B .. 'link', links)
+bulk('HSET', B .. 'v3:body', bodies)
+bulk('ZADD', B .. 'v3:pending', pend)
+bulk('ZADD', B .. 'v3:live', live)
+bulk('HSET', B .. 'v3:link', links)
 if #ukeys > 0 then
   local set = {}
   for _, k in ipairs(ukeys) do set[#set + 1] = k; set[#set + 1] = tails[k] end
-  bulk('HSET', B .. 'tail', set)
+  bulk('HSET', B .. 'v3:tail', set)
 end
 redis.call('PUBLISH', B .. 'wake', '1')
 return n
@@ -196,7 +197,7 @@ local function claim(A)
 local token, max, lease = A[2], tonumber(A[3]), tonumber(A[4])
 local ordered, owner, scan_limit = A[5] == '1', A[6], tonumber(A[7])
 local now = now_ms()
-local pending, leased = B .. 'pending', B .. 'leased'
+local pending, leased = B .. 'v3:pending', B .. 'v3:leased'
 local fence = 0
 if token ~= '' then
   local lock = B .. 'lock'
@@ -235,13 +236,13 @@ local function read_links(w)
     if links[id] == nil then need[#need + 1] = id end
   end
   if #need == 0 then return end
-  local r = hmget_all(B .. 'link', need)
+  local r = hmget_all(B .. 'v3:link', need)
   for j, id in ipairs(need) do links[id] = r[j] or '' end
 end
 local function link_of(id)
   local q = links[id]
   if q == nil then
-    q = redis.call('HGET', B .. 'link', id) or ''
+    q = redis.call('HGET', B .. 'v3:link', id) or ''
     links[id] = q
   end
   return q
@@ -260,7 +261,7 @@ local function take_chain(id, pid, pseq)
   local chain = {}
   local room = max - #picked - 1
   while not taken[pid] do
-    local s = redis.call('ZSCORE', B .. 'live', pid)
+    local s = redis.call('ZSCORE', B .. 'v3:live', pid)
     if not s or tonumber(s) ~= pseq then break end  -- delivered or dead: the chain ends
     if blocked[pid] or #chain >= room or not due(pid) then
       blocked[id] = true
@@ -293,7 +294,7 @@ local function take_window(w)
   end
   local scores, is_due = {}, {}
   if #ask > 0 then
-    local r = mget_all('ZMSCORE', B .. 'live', ask)
+    local r = mget_all('ZMSCORE', B .. 'v3:live', ask)
     local alive = {}
     for j, pid in ipairs(ask) do
       scores[pid] = r[j]
@@ -342,6 +343,39 @@ while #picked < max and offset < scan_limit do
   offset = offset + chunk
 end
 local out = {fence, -1}
+-- An event without a body (removed by hand, or a bug) cannot be delivered, and leasing it would
+-- make every claim fail on it: it goes to the dead letters with the reason instead, its key's
+-- later events go on, and `events dead` shows it. The rest of the batch is claimed as usual.
+local bodies = {}
+if #picked > 0 then
+  local all = hmget_all(B .. 'v3:body', picked)
+  local kept, lost = {}, {}
+  for i, id in ipairs(picked) do
+    if all[i] then
+      kept[#kept + 1] = id; bodies[#bodies + 1] = all[i]
+    else
+      lost[#lost + 1] = id
+    end
+  end
+  if #lost > 0 then
+    local _, t = now_ms()
+    local dead_at = t[1] .. string.format('%06d', tonumber(t[2]))
+    local seqs = mget_all('ZMSCORE', B .. 'v3:live', lost)
+    for j, id in ipairs(lost) do
+      redis.call('ZREM', pending, id)
+      redis.call('ZREM', leased, id)
+      redis.call('ZREM', B .. 'v3:live', id)
+      redis.call('ZADD', B .. 'v3:dead', seqs[j] or 0, id)
+      redis.call('HSET', B .. 'v3:error', id, 'the event has no body in ' .. B .. 'v3:body')
+      redis.call('HSET', B .. 'v3:dead_at', id, dead_at)
+    end
+    picked = kept
+    if #picked == 0 then
+      out[2] = 0  -- more may be claimable at once
+      return out
+    end
+  end
+end
 if #picked == 0 then
   local p = redis.call('ZRANGEBYSCORE', pending, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local l = redis.call('ZRANGE', leased, 0, 0, 'WITHSCORES')
@@ -358,19 +392,18 @@ for _, id in ipairs(picked) do
 end
 bulk('ZREM', pending, picked)
 bulk('ZADD', leased, lz)
-local owns = hmget_all(B .. 'own', picked)
-local bodies = hmget_all(B .. 'body', picked)
-local seqs = mget_all('ZMSCORE', B .. 'live', picked)
+local owns = hmget_all(B .. 'v3:own', picked)
+local seqs = mget_all('ZMSCORE', B .. 'v3:live', picked)
 local set = {}
 for i, id in ipairs(picked) do
   local n = parse_own(owns[i]) + 1
   set[#set + 1] = id; set[#set + 1] = n .. ' ' .. owner
   out[#out + 1] = id
-  out[#out + 1] = bodies[i] or ''
+  out[#out + 1] = bodies[i]
   out[#out + 1] = seqs[i] or '0'
   out[#out + 1] = n
 end
-bulk('HSET', B .. 'own', set)
+bulk('HSET', B .. 'v3:own', set)
 return out
 end
 )lua";
@@ -383,7 +416,7 @@ end
 inline constexpr const char* kAckFn = R"lua(
 local function ack(fence, owner, archive, retention, A, i0, n_ids, k0, n_keys)
 if not fence_ok(fence) then return -1 end
-local own = B .. 'own'
+local own = B .. 'v3:own'
 local now = 0
 if archive then now = now_ms() end
 local ids, seen = {}, {}
@@ -411,7 +444,7 @@ if n == 0 then return 0 end
 -- names any acked id is one of them.
 local keys = {}
 if n_keys == 1 and A[k0] == '?' then
-  local bodies, kseen = hmget_all(B .. 'body', done), {}
+  local bodies, kseen = hmget_all(B .. 'v3:body', done), {}
   for j = 1, n do
     local k = body_key(bodies[j])
     if k and k ~= '' and not kseen[k] then
@@ -423,36 +456,36 @@ else
   for i = k0, k0 + n_keys - 1 do keys[#keys + 1] = A[i] end
 end
 if #keys > 0 then
-  local cur = hmget_all(B .. 'tail', keys)
+  local cur = hmget_all(B .. 'v3:tail', keys)
   local del = {}
   for j, k in ipairs(keys) do
     if cur[j] and is_done[split_link(cur[j])] then del[#del + 1] = k end
   end
-  bulk('HDEL', B .. 'tail', del)
+  bulk('HDEL', B .. 'v3:tail', del)
 end
 -- Usually all leased; some are back in pending only after a lease recovery.
-if bulk('ZREM', B .. 'leased', done) < n then bulk('ZREM', B .. 'pending', done) end
-bulk('ZREM', B .. 'live', done)
+if bulk('ZREM', B .. 'v3:leased', done) < n then bulk('ZREM', B .. 'v3:pending', done) end
+bulk('ZREM', B .. 'v3:live', done)
 bulk('HDEL', own, done)
 if archive then
-  local bodies = hmget_all(B .. 'body', done)
+  local bodies = hmget_all(B .. 'v3:body', done)
   local keep, az = {}, {}
   for j, id in ipairs(done) do
     keep[#keep + 1] = id; keep[#keep + 1] = bodies[j] or ''
     az[#az + 1] = now; az[#az + 1] = id
   end
-  bulk('HSET', B .. 'archived', keep)
-  bulk('ZADD', B .. 'archive', az)
+  bulk('HSET', B .. 'v3:archived', keep)
+  bulk('ZADD', B .. 'v3:archive', az)
   if retention > 0 then
     local old =
-        redis.call('ZRANGEBYSCORE', B .. 'archive', '-inf', now - retention, 'LIMIT', 0, 1000)
-    bulk('HDEL', B .. 'archived', old)
-    bulk('ZREM', B .. 'archive', old)
+        redis.call('ZRANGEBYSCORE', B .. 'v3:archive', '-inf', now - retention, 'LIMIT', 0, 1000)
+    bulk('HDEL', B .. 'v3:archived', old)
+    bulk('ZREM', B .. 'v3:archive', old)
   end
 end
-bulk('HDEL', B .. 'body', done)
-bulk('HDEL', B .. 'link', done)
-bulk('HDEL', B .. 'error', done)
+bulk('HDEL', B .. 'v3:body', done)
+bulk('HDEL', B .. 'v3:link', done)
+bulk('HDEL', B .. 'v3:error', done)
 return n
 end
 )lua";
@@ -465,22 +498,22 @@ if not fence_ok(A[2]) then return -1 end
 local owner = A[3]
 local now, t = now_ms()
 local dead_at = t[1] .. string.format('%06d', tonumber(t[2]))
-local own = B .. 'own'
+local own = B .. 'v3:own'
 local count = 0
 for i = 4, #A, 3 do
   local id, err, retry = A[i], A[i + 1], tonumber(A[i + 2])
   local attempts, w = parse_own(redis.call('HGET', own, id))
   if w == owner then
     if retry < 0 then
-      local seq = redis.call('ZSCORE', B .. 'live', id) or '0'
-      unlink_event(id, body_key(redis.call('HGET', B .. 'body', id)))
-      redis.call('ZADD', B .. 'dead', seq, id)
-      redis.call('HSET', B .. 'dead_at', id, dead_at)
+      local seq = redis.call('ZSCORE', B .. 'v3:live', id) or '0'
+      unlink_event(id, body_key(redis.call('HGET', B .. 'v3:body', id)))
+      redis.call('ZADD', B .. 'v3:dead', seq, id)
+      redis.call('HSET', B .. 'v3:dead_at', id, dead_at)
     else
-      redis.call('ZREM', B .. 'leased', id)
-      redis.call('ZADD', B .. 'pending', now + retry, id)
+      redis.call('ZREM', B .. 'v3:leased', id)
+      redis.call('ZADD', B .. 'v3:pending', now + retry, id)
     end
-    redis.call('HSET', B .. 'error', id, err)
+    redis.call('HSET', B .. 'v3:error', id, err)
     redis.call('HSET', own, id, attempts)  -- no longer leased
     count = count + 1
   end
@@ -496,14 +529,14 @@ local function release(A)
 if not fence_ok(A[2]) then return -1 end
 local owner = A[3]
 local now = now_ms()
-local own = B .. 'own'
+local own = B .. 'v3:own'
 local n = 0
 for i = 4, #A do
   local id = A[i]
   local attempts, w = parse_own(redis.call('HGET', own, id))
   if w == owner then
-    redis.call('ZREM', B .. 'leased', id)
-    redis.call('ZADD', B .. 'pending', now, id)
+    redis.call('ZREM', B .. 'v3:leased', id)
+    redis.call('ZADD', B .. 'v3:pending', now, id)
     redis.call('HSET', own, id, math.max(0, attempts - 1))  -- the attempt does not count
     n = n + 1
   end
@@ -584,10 +617,10 @@ local now = now_ms()
 local held = 1
 for i = 6, #ARGV do
   local id = ARGV[i]
-  local _, w = parse_own(redis.call('HGET', B .. 'own', id))
+  local _, w = parse_own(redis.call('HGET', B .. 'v3:own', id))
   if w == owner then
-    redis.call('ZREM', B .. 'pending', id)
-    redis.call('ZADD', B .. 'leased', now + lease, id)
+    redis.call('ZREM', B .. 'v3:pending', id)
+    redis.call('ZADD', B .. 'v3:leased', now + lease, id)
   elseif w then
     held = 0
   end
@@ -606,13 +639,13 @@ inline constexpr const char* kStats = R"lua(
 local bad = layout_error()
 if bad then return bad end
 local now, t = now_ms()
-local due_leased = redis.call('ZCOUNT', B .. 'leased', '-inf', now)
-local pending = redis.call('ZCARD', B .. 'pending') + due_leased
-local leased = redis.call('ZCARD', B .. 'leased') - due_leased
+local due_leased = redis.call('ZCOUNT', B .. 'v3:leased', '-inf', now)
+local pending = redis.call('ZCARD', B .. 'v3:pending') + due_leased
+local leased = redis.call('ZCARD', B .. 'v3:leased') - due_leased
 local oldest = ''
-local first = redis.call('ZRANGE', B .. 'live', 0, 0)
-if #first > 0 then oldest = redis.call('HGET', B .. 'body', first[1]) or '' end
-return {pending, leased, redis.call('ZCARD', B .. 'dead'), redis.call('ZCARD', B .. 'archive'),
+local first = redis.call('ZRANGE', B .. 'v3:live', 0, 0)
+if #first > 0 then oldest = redis.call('HGET', B .. 'v3:body', first[1]) or '' end
+return {pending, leased, redis.call('ZCARD', B .. 'v3:dead'), redis.call('ZCARD', B .. 'v3:archive'),
         t[1], t[2], oldest}
 )lua";
 
@@ -621,15 +654,15 @@ return {pending, leased, redis.call('ZCARD', B .. 'dead'), redis.call('ZCARD', B
 inline constexpr const char* kList = R"lua(
 local bad = layout_error()
 if bad then return bad end
-local r = redis.call('ZRANGE', B .. ARGV[2], 0, tonumber(ARGV[3]) - 1, 'WITHSCORES')
+local r = redis.call('ZRANGE', B .. 'v3:' .. ARGV[2], 0, tonumber(ARGV[3]) - 1, 'WITHSCORES')
 local ids, seqs = {}, {}
 for i = 1, #r, 2 do ids[#ids + 1] = r[i]; seqs[#seqs + 1] = r[i + 1] end
 local out = {}
 if #ids == 0 then return out end
-local bodies = hmget_all(B .. 'body', ids)
-local owns = hmget_all(B .. 'own', ids)
-local errors = hmget_all(B .. 'error', ids)
-local dead_at = hmget_all(B .. 'dead_at', ids)
+local bodies = hmget_all(B .. 'v3:body', ids)
+local owns = hmget_all(B .. 'v3:own', ids)
+local errors = hmget_all(B .. 'v3:error', ids)
+local dead_at = hmget_all(B .. 'v3:dead_at', ids)
 for j, id in ipairs(ids) do
   out[#out + 1] = id
   out[#out + 1] = bodies[j] or ''
@@ -647,7 +680,7 @@ local bad = layout_error()
 if bad then return bad end
 local ids
 if ARGV[2] == 'all' then
-  ids = redis.call('ZRANGE', B .. 'dead', 0, tonumber(ARGV[3]) - 1)
+  ids = redis.call('ZRANGE', B .. 'v3:dead', 0, tonumber(ARGV[3]) - 1)
 else
   ids = {}
   for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -655,19 +688,19 @@ end
 local now = now_ms()
 local n = 0
 for _, id in ipairs(ids) do
-  local seq = redis.call('ZSCORE', B .. 'dead', id)
+  local seq = redis.call('ZSCORE', B .. 'v3:dead', id)
   if seq then
-    redis.call('ZREM', B .. 'dead', id)
-    redis.call('ZADD', B .. 'pending', now, id)
-    redis.call('ZADD', B .. 'live', seq, id)
+    redis.call('ZREM', B .. 'v3:dead', id)
+    redis.call('ZADD', B .. 'v3:pending', now, id)
+    redis.call('ZADD', B .. 'v3:live', seq, id)
     -- Later events of its key that are still undelivered link to it (or to one after it) and
     -- wait; when none is left, the key's next events chain behind it.
-    local key = body_key(redis.call('HGET', B .. 'body', id))
-    if key and key ~= '' and not redis.call('HGET', B .. 'tail', key) then
-      redis.call('HSET', B .. 'tail', key, id .. ' ' .. seq)
+    local key = body_key(redis.call('HGET', B .. 'v3:body', id))
+    if key and key ~= '' and not redis.call('HGET', B .. 'v3:tail', key) then
+      redis.call('HSET', B .. 'v3:tail', key, id .. ' ' .. seq)
     end
-    redis.call('HDEL', B .. 'own', id)  -- attempts 0
-    redis.call('HDEL', B .. 'dead_at', id)
+    redis.call('HDEL', B .. 'v3:own', id)  -- attempts 0
+    redis.call('HDEL', B .. 'v3:dead_at', id)
     n = n + 1
   end
 end
@@ -681,15 +714,15 @@ local bad = layout_error()
 if bad then return bad end
 local ids
 if ARGV[2] == 'all' then
-  ids = redis.call('ZRANGE', B .. 'dead', 0, tonumber(ARGV[3]) - 1)
+  ids = redis.call('ZRANGE', B .. 'v3:dead', 0, tonumber(ARGV[3]) - 1)
 else
   ids = {}
   for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
 end
 local n = 0
 for _, id in ipairs(ids) do
-  if redis.call('ZREM', B .. 'dead', id) == 1 then
-    for _, h in ipairs({'body', 'own', 'link', 'error', 'dead_at'}) do
+  if redis.call('ZREM', B .. 'v3:dead', id) == 1 then
+    for _, h in ipairs({'v3:body', 'v3:own', 'v3:link', 'v3:error', 'v3:dead_at'}) do
       redis.call('HDEL', B .. h, id)
     end
     n = n + 1

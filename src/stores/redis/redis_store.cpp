@@ -412,17 +412,20 @@ class RedisStore final : public Store {
         "redis");
   }
 
-  // id, body, seq of one event of a claim or list reply. A body that is missing or malformed
-  // (written by hand, or a bug) is reported, not delivered as an empty event.
-  void fill(StoredEvent& e, redisReply** f) {
+  // id, body, seq of one event of a claim or list reply. A claimed body that is malformed
+  // (written by hand, or a bug) is reported, not delivered as an empty event; a listed one is
+  // shown with empty fields, so `events dead` still shows it with its error. (A missing body
+  // never reaches a claim: the claim script dead-letters that event.)
+  void fill(StoredEvent& e, redisReply** f, bool strict = true) {
     const std::string id = str(f[0]);
     if (auto parsed = EventId::parse(id)) e.id = *parsed;
     const redisReply* body = f[1];
-    if (!body || body->type != REDIS_REPLY_STRING ||
-        !unpack_body(std::string_view(body->str, body->len), e))
+    if ((!body || body->type != REDIS_REPLY_STRING ||
+         !unpack_body(std::string_view(body->str, body->len), e)) &&
+        strict)
       throw Error(
           ErrorCode::corrupt, "redis",
-          "outbox " + base_ + ": event " + id + " has no readable body in " + base_ + "body");
+          "outbox " + base_ + ": event " + id + " has no readable body in " + base_ + "v3:body");
     e.seq = to_int(str(f[2]));
   }
 
@@ -436,7 +439,7 @@ class RedisStore final : public Store {
     for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
       redisReply** f = r->element + i;
       DeadEvent d;
-      fill(d, f);
+      fill(d, f, /*strict=*/false);
       d.attempts = static_cast<int>(to_int(str(f[3])));
       d.last_error = str(f[4]);
       std::string dead_at = str(f[5]);
