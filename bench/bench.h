@@ -49,6 +49,19 @@ struct BenchResult {
   double store_ceiling_events_per_s = 0;
   double lower_ceiling_ratio = 0;
 
+  // CPU spent per event while a phase ran: by this process (producers, relay, sink client
+  // threads) and by the whole machine (every process: the broker's, and anyone else's), with
+  // the share of all cores that was busy. Tells a run bound by CPU (busy near 1) from one bound
+  // by waiting. Machine figures are 0 where /proc/stat cannot be read.
+  struct Cpu {
+    double process_us_per_event = 0;
+    double machine_us_per_event = 0;
+    double machine_busy = 0;  // 0..1
+  };
+  Cpu cpu;                // the throughput phase (end to end)
+  Cpu store_ceiling_cpu;  // the no-op sink run
+  Cpu sink_baseline_cpu;  // the plain producer loop
+
   // One JSON object; the DESIGN §6 fields first, extra fields after.
   std::string to_json(const BenchOptions& options) const;
 };

@@ -1,4 +1,5 @@
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -42,6 +43,44 @@ double peak_rss_mb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return double(ru.ru_maxrss) / 1024.0;  // Linux: kilobytes
+}
+
+// CPU counters at one moment: this process (all threads) and the machine (/proc/stat).
+struct CpuMark {
+  double process_s = 0;
+  double machine_busy_ticks = 0, machine_all_ticks = 0;
+};
+
+CpuMark cpu_mark() {
+  CpuMark m;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto secs = [](const timeval& tv) { return double(tv.tv_sec) + double(tv.tv_usec) / 1e6; };
+  m.process_s = secs(ru.ru_utime) + secs(ru.ru_stime);
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal &&
+      cpu == "cpu") {
+    m.machine_busy_ticks = user + nice + system + irq + softirq + steal;
+    m.machine_all_ticks = m.machine_busy_ticks + idle + iowait;
+  }
+  return m;
+}
+
+BenchResult::Cpu cpu_since(const CpuMark& start, std::size_t events) {
+  const CpuMark end = cpu_mark();
+  BenchResult::Cpu c;
+  if (events == 0) return c;
+  c.process_us_per_event = (end.process_s - start.process_s) * 1e6 / double(events);
+  const double busy = end.machine_busy_ticks - start.machine_busy_ticks;
+  const double all = end.machine_all_ticks - start.machine_all_ticks;
+  static const double ticks_per_s = double(sysconf(_SC_CLK_TCK));
+  if (all > 0 && ticks_per_s > 0) {
+    c.machine_us_per_event = busy / ticks_per_s * 1e6 / double(events);
+    c.machine_busy = busy / all;
+  }
+  return c;
 }
 
 // What every relay's sink reports into: delivered count and, while recording, the
@@ -258,6 +297,13 @@ std::string fmt(double v, int precision = 1) {
   return s.str();
 }
 
+void print_cpu(std::ostream& out, const BenchResult::Cpu& c) {
+  out << "    cpu: " << fmt(c.process_us_per_event, 2) << " us/event in this process, "
+      << fmt(c.machine_us_per_event, 2) << " us/event machine-wide, "
+      << fmt(c.machine_busy * 100, 0) << "% of the cores busy\n"
+      << std::flush;
+}
+
 }  // namespace
 
 BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
@@ -293,18 +339,20 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
   // Phase 1: throughput, producers and relays running together.
   {
     RelayGroup relays(o, store, in_process, stats);
+    const CpuMark cpu0 = cpu_mark();
     auto t0 = SteadyClock::now();
     emit_all(*store, o, o.events, o.producers);
     double emit_s = seconds_since(t0);
     wait_delivered(stats, o.events, "throughput phase");
     r.seconds = seconds_since(t0);
+    r.cpu = cpu_since(cpu0, o.events);
     r.events_per_s = double(o.events) / r.seconds;
     r.emit_events_per_s = double(o.events) / emit_s;
     relays.stop();
   }
   out << "  throughput: " << fmt(r.events_per_s, 0) << " events/s end-to-end (" << fmt(r.seconds, 2)
-      << " s; producers alone " << fmt(r.emit_events_per_s, 0) << " events/s)\n"
-      << std::flush;
+      << " s; producers alone " << fmt(r.emit_events_per_s, 0) << " events/s)\n";
+  print_cpu(out, r.cpu);
 
   // Phase 2: latency at a steady rate, one event per transaction.
   if (o.latency_seconds > 0) {
@@ -377,15 +425,20 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
       DeliveryStats noop_stats;
       {
         RelayGroup relays(noop, store, in_process, noop_stats);
+        const CpuMark cpu0 = cpu_mark();
         auto t0 = SteadyClock::now();
         emit_all(*store, noop, o.events, o.producers);
         wait_delivered(noop_stats, o.events, "store ceiling phase");
         r.store_ceiling_events_per_s = double(o.events) / seconds_since(t0);
+        r.store_ceiling_cpu = cpu_since(cpu0, o.events);
         relays.stop();
       }
       out << "  store ceiling (same relay, no-op sink): " << fmt(r.store_ceiling_events_per_s, 0)
           << " events/s\n";
+      print_cpu(out, r.store_ceiling_cpu);
+      const CpuMark cpu0 = cpu_mark();
       auto sb = sink_baseline(o, have);
+      r.sink_baseline_cpu = cpu_since(cpu0, o.events);
       if (have) {
         r.sink_baseline_events_per_s = sb.events_per_s;
         r.sink_baseline_what = sb.what;
@@ -393,6 +446,7 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
         double lower = std::min(sb.events_per_s, r.store_ceiling_events_per_s);
         r.lower_ceiling_ratio = lower > 0 ? r.events_per_s / lower : 0;
         out << "  sink baseline: " << fmt(sb.events_per_s, 0) << " events/s (" << sb.what << ")\n";
+        print_cpu(out, r.sink_baseline_cpu);
       }
     }
   }
@@ -454,6 +508,16 @@ std::string BenchResult::to_json(const BenchOptions& o) const {
       << ",\"sink_ratio\":" << num(sink_ratio) << ",\"sink_baseline\":" << str(sink_baseline_what)
       << ",\"store_ceiling_events_per_s\":" << num(store_ceiling_events_per_s)
       << ",\"lower_ceiling_ratio\":" << num(lower_ceiling_ratio);
+  auto cpu_fields = [&](const char* prefix, const Cpu& c) {
+    j << ",\"" << prefix << "cpu_us_per_event\":" << num(c.process_us_per_event) << ",\"" << prefix
+      << "machine_cpu_us_per_event\":" << num(c.machine_us_per_event) << ",\"" << prefix
+      << "machine_busy\":" << num(c.machine_busy);
+  };
+  cpu_fields("", cpu);
+  if (!o.sink_url.empty() && o.baseline) {
+    cpu_fields("store_ceiling_", store_ceiling_cpu);
+    cpu_fields("sink_baseline_", sink_baseline_cpu);
+  }
   j << "}";
   return j.str();
 }
