@@ -48,6 +48,10 @@ struct BenchResult {
   // events_per_s over the lower of that and the sink baseline.
   double store_ceiling_events_per_s = 0;
   double lower_ceiling_ratio = 0;
+  // What store and sink would do strictly one after the other: 1 / (1 / store ceiling + 1 / raw
+  // producer), and events/s over it. Above 1 = store and sink work overlapped.
+  double serial_ceiling_events_per_s = 0;
+  double serial_ceiling_ratio = 0;
 
   // CPU spent per event while a phase ran: by this process (producers, relay, sink client
   // threads) and by the whole machine (every process: the broker's, and anyone else's), with

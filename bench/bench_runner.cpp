@@ -445,6 +445,11 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
         r.sink_ratio = sb.events_per_s > 0 ? r.events_per_s / sb.events_per_s : 0;
         double lower = std::min(sb.events_per_s, r.store_ceiling_events_per_s);
         r.lower_ceiling_ratio = lower > 0 ? r.events_per_s / lower : 0;
+        if (lower > 0) {
+          r.serial_ceiling_events_per_s =
+              1.0 / (1.0 / sb.events_per_s + 1.0 / r.store_ceiling_events_per_s);
+          r.serial_ceiling_ratio = r.events_per_s / r.serial_ceiling_events_per_s;
+        }
         out << "  sink baseline: " << fmt(sb.events_per_s, 0) << " events/s (" << sb.what << ")\n";
         print_cpu(out, r.sink_baseline_cpu);
       }
@@ -465,7 +470,9 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
     out << "  sink baseline events/s      " << fmt(r.sink_baseline_events_per_s, 0) << "\n"
         << "  sink ratio                  " << fmt(r.sink_ratio, 2) << "\n"
         << "  store ceiling events/s      " << fmt(r.store_ceiling_events_per_s, 0) << "\n"
-        << "  ratio to lower ceiling      " << fmt(r.lower_ceiling_ratio, 2) << "\n";
+        << "  ratio to lower ceiling      " << fmt(r.lower_ceiling_ratio, 2) << "\n"
+        << "  serial ceiling events/s     " << fmt(r.serial_ceiling_events_per_s, 0) << "\n"
+        << "  ratio to serial ceiling     " << fmt(r.serial_ceiling_ratio, 2) << "\n";
   out << std::flush;
   return r;
 }
@@ -507,7 +514,9 @@ std::string BenchResult::to_json(const BenchOptions& o) const {
     j << ",\"sink_baseline_events_per_s\":" << num(sink_baseline_events_per_s)
       << ",\"sink_ratio\":" << num(sink_ratio) << ",\"sink_baseline\":" << str(sink_baseline_what)
       << ",\"store_ceiling_events_per_s\":" << num(store_ceiling_events_per_s)
-      << ",\"lower_ceiling_ratio\":" << num(lower_ceiling_ratio);
+      << ",\"lower_ceiling_ratio\":" << num(lower_ceiling_ratio)
+      << ",\"serial_ceiling_events_per_s\":" << num(serial_ceiling_events_per_s)
+      << ",\"serial_ceiling_ratio\":" << num(serial_ceiling_ratio);
   auto cpu_fields = [&](const char* prefix, const Cpu& c) {
     j << ",\"" << prefix << "cpu_us_per_event\":" << num(c.process_us_per_event) << ",\"" << prefix
       << "machine_cpu_us_per_event\":" << num(c.machine_us_per_event) << ",\"" << prefix
