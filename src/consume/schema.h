@@ -1,0 +1,19 @@
+#pragma once
+// DDL of the consuming side, created on first use inside the caller's transaction:
+//   <name>_inbox        (consumer, event_id, recorded_at)           inbox.h
+//   <name>_checkpoints  (grp, source, position, updated_at)         one row per consumer group
+//   <name>_dead         (id, grp, event_id, msg_key, position, attempts, error, payload, state,
+//                        dead_at)                                    consumer dead letters
+// A table seen to exist is remembered per connection, so steady state costs no extra statement.
+
+#include <string>
+
+#include "consume/sql.h"
+
+namespace outpost::consume {
+
+void ensure_inbox_table(const SqlTx& tx, const std::string& table);
+// Creates <prefix>_checkpoints and <prefix>_dead.
+void ensure_consumer_tables(const SqlTx& tx, const std::string& prefix);
+
+}  // namespace outpost::consume

@@ -1,0 +1,135 @@
+// SqlTx and SqlConnection on SQLite. Statements are prepared per call: on the user's own
+// connection we must not leave prepared statements behind (sqlite3_close would fail on them),
+// and the consumer runs a handful of statements per batch, so caching would not pay.
+
+#include <sqlite3.h>
+
+#include <memory>
+#include <string>
+
+#include "consume/sql.h"
+#include "outpost/error.h"
+
+namespace outpost::consume {
+namespace {
+
+[[noreturn]] void fail(sqlite3* db, int rc, std::string_view what) {
+  std::string text = std::string(what) + ": " + sqlite3_errmsg(db);
+  int primary = rc & 0xff;
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    throw TimeoutError("sqlite", text + " (the database stayed locked by another connection)");
+  if (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR)
+    throw ConnectionError("sqlite", text, std::to_string(rc));
+  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT)
+    throw Error(ErrorCode::corrupt, "sqlite", text, std::to_string(rc));
+  throw Error(ErrorCode::backend, "sqlite", text, std::to_string(rc));
+}
+
+struct StmtDeleter {
+  void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
+};
+
+// `$1` placeholders become SQLite's `?1` (numbered: a parameter may appear twice).
+std::string to_sqlite(std::string_view sql) {
+  std::string out(sql);
+  for (char& c : out)
+    if (c == '$') c = '?';
+  return out;
+}
+
+}  // namespace
+
+std::vector<Row> sqlite_query(void* handle, std::string_view sql, const std::vector<Param>& params,
+                              std::int64_t* changes) {
+  auto* db = static_cast<sqlite3*>(handle);
+  std::string text = to_sqlite(sql);
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db, text.c_str(), static_cast<int>(text.size()), &raw, nullptr);
+  if (rc != SQLITE_OK) fail(db, rc, "prepare");
+  std::unique_ptr<sqlite3_stmt, StmtDeleter> stmt(raw);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    int idx = static_cast<int>(i + 1);
+    rc = params[i] ? sqlite3_bind_text(raw, idx, params[i]->data(),
+                                       static_cast<int>(params[i]->size()), SQLITE_STATIC)
+                   : sqlite3_bind_null(raw, idx);
+    if (rc != SQLITE_OK) fail(db, rc, "bind");
+  }
+  std::vector<Row> rows;
+  for (;;) {
+    rc = sqlite3_step(raw);
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) fail(db, rc, "statement");
+    int n = sqlite3_column_count(raw);
+    Row row(static_cast<std::size_t>(n));
+    for (int c = 0; c < n; ++c) {
+      if (sqlite3_column_type(raw, c) == SQLITE_NULL) continue;
+      auto* p = reinterpret_cast<const char*>(sqlite3_column_text(raw, c));
+      row[static_cast<std::size_t>(c)] =
+          std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(raw, c)));
+    }
+    rows.push_back(std::move(row));
+  }
+  if (changes) *changes = sqlite3_changes64(db);
+  return rows;
+}
+
+void sqlite_script(void* handle, const std::string& sql) {
+  auto* db = static_cast<sqlite3*>(handle);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : "";
+    sqlite3_free(err);
+    fail(db, rc, "schema");
+  }
+}
+
+namespace {
+
+struct DbDeleter {
+  void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
+};
+
+class SqliteConnection final : public SqlConnection {
+ public:
+  SqliteConnection(const std::string& path, int busy_timeout_ms) : path_(path) {
+    sqlite3* raw = nullptr;
+    int rc =
+        sqlite3_open_v2(path.c_str(), &raw,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    db_.reset(raw);
+    if (rc != SQLITE_OK)
+      throw ConnectionError("sqlite", "cannot open SQLite database '" + path +
+                                          "': " + (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+    sqlite3_busy_timeout(raw, busy_timeout_ms);
+    // WAL: readers (`consumers list`) never block the consumer; NORMAL is durable across a
+    // process crash, which is what checkpoints must survive (kill -9).
+    if (path != ":memory:") sqlite_script(raw, "PRAGMA journal_mode=WAL");
+    sqlite_script(raw, "PRAGMA synchronous=NORMAL");
+  }
+  ~SqliteConnection() override { rollback(); }
+
+  SqlTx begin() override {
+    sqlite_script(db_.get(), "BEGIN IMMEDIATE");
+    return SqlTx(TxHandle::sqlite(db_.get()));
+  }
+  void commit() override { sqlite_script(db_.get(), "COMMIT"); }
+  void rollback() noexcept override {
+    if (!sqlite3_get_autocommit(db_.get()))
+      sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  std::string where() const override { return "sqlite:" + path_; }
+
+ private:
+  std::string path_;
+  std::unique_ptr<sqlite3, DbDeleter> db_;
+};
+
+}  // namespace
+
+std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string& path,
+                                                      int busy_timeout_ms) {
+  return std::make_unique<SqliteConnection>(path, busy_timeout_ms);
+}
+
+}  // namespace outpost::consume
