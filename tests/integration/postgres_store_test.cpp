@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -327,6 +328,74 @@ TEST(PostgresStore, ArchiveGoesToTimePartitionsAndRetentionDropsThem) {
   store->ack(b2, id2);
   EXPECT_EQ(store->stats().archived, 1);
   store.reset();
+  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                            "_archive\" CASCADE");
+}
+
+// A count returned by ack/nack/release is a settlement that has taken effect: a later failure
+// on the store's connection must not roll it back. Here the failure is an ack that finds no
+// archive partition (dropped by hand; the store creates it and acks again).
+TEST(PostgresStore, ASettlementCountedStaysWhenALaterOneFails) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("settle_");
+  auto store = open_postgres_store(with_table(shared_url(), table, "&archive=true"));
+  auto conn = raw_connect(shared_url());
+  std::vector<Event> events{Event::make("t", "{}", "a"), Event::make("t", "{}", "b")};
+  store->append(events);
+  auto batch = store->claim(10, 30s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  query_one(conn.get(),
+            "DO $$ DECLARE r record; BEGIN FOR r IN SELECT c.relname FROM pg_inherits "
+            "i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '\"" +
+                table +
+                "_archive\"'::regclass LOOP EXECUTE format('DROP TABLE %I', "
+                "r.relname); END LOOP; END $$");
+  std::vector<Nack> nack{{batch.events[0].id, "boom", std::chrono::hours(1)}};
+  EXPECT_EQ(store->nack(batch, nack), 1u);
+  std::vector<EventId> ack{batch.events[1].id};
+  EXPECT_EQ(store->ack(batch, ack), 1u);  // fails once (no partition), then succeeds
+  EXPECT_EQ(query_one(conn.get(), "SELECT state || ' ' || coalesce(last_error, '-') FROM \"" +
+                                      table + "\" WHERE id = '" + batch.events[0].id.str() + "'"),
+            "2 boom");
+  EXPECT_EQ(store->stats().archived, 1);
+  store.reset();
+  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                            "_archive\" CASCADE");
+}
+
+// A poll() that fails (here EINVAL: more descriptors than RLIMIT_NOFILE allows) fails at once
+// again: wait_for_work must report it, not take it for a timeout and spin until its deadline.
+TEST(PostgresStore, WaitForWorkReportsAFailingPoll) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("poll_");
+  auto store = open_postgres_store(with_table(shared_url(), table));
+  // The first wait connects the LISTEN connection and returns; wait until a wait really blocks.
+  bool blocks = false;
+  for (int i = 0; i < 10 && !blocks; ++i) {
+    auto t = SteadyClock::now();
+    store->wait_for_work(300ms);
+    blocks = SteadyClock::now() - t >= 250ms;
+  }
+  ASSERT_TRUE(blocks);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit one = saved;
+  one.rlim_cur = 1;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &one), 0);
+  std::string what;
+  try {
+    store->wait_for_work(3s);
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_NE(what.find("poll() failed"), std::string::npos) << what;
+  // Once poll() works again, so does the wait.
+  auto t = SteadyClock::now();
+  store->wait_for_work(300ms);
+  EXPECT_GE(SteadyClock::now() - t, 250ms);
+  store.reset();
+  auto conn = raw_connect(shared_url());
   query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
                             "_archive\" CASCADE");
 }

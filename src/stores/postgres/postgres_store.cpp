@@ -16,14 +16,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <span>
-#include <thread>
 #include <type_traits>
 #include <unordered_map>
 
@@ -203,17 +204,6 @@ class PostgresStore final : public Store {
   }
 
   ~PostgresStore() override {
-    try {
-      flush();
-    } catch (...) {
-      // Destructors never throw; unflushed settlements mean redelivery, never loss.
-    }
-    {
-      std::lock_guard lock(session_mu_);
-      stop_flusher_ = true;
-    }
-    flusher_cv_.notify_all();
-    if (flusher_.joinable()) flusher_.join();
     if (wake_fd_ >= 0) ::close(wake_fd_);
   }
 
@@ -222,7 +212,6 @@ class PostgresStore final : public Store {
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_, "postgres");
     if (prepared.empty()) return;
-    if (dead_unflushed_.exchange(false)) flush();
     pg::Params params;
     {
       pg::ArrayBuilder ids(pg::kUuidOid), types(pg::kTextOid), keys(pg::kTextOid),
@@ -292,17 +281,8 @@ class PostgresStore final : public Store {
       std::lock_guard lock(session_mu_);
       try {
         ensure_session();
-        if (!session_open_) {
-          r = pg::exec_prepared(config_.endpoint, *session_, stmt.name.c_str(), stmt.sql,
-                                stmt.params, "claim");
-        } else {
-          // Settlements await COMMIT: the claim and the COMMIT go out in one pipeline.
-          Stmt commit = plain("COMMIT", "commit settlements and claim");
-          Stmt* steps[] = {&stmt, &commit};
-          auto res = run_pipeline(*session_, steps);
-          session_open_ = false;
-          r = std::move(res[0]);
-        }
+        r = pg::exec_prepared(config_.endpoint, *session_, stmt.name.c_str(), stmt.sql, stmt.params,
+                              "claim");
       } catch (...) {
         drop_session();
         throw;
@@ -341,10 +321,10 @@ class PostgresStore final : public Store {
   }
 
   // The relay's hot path in one round trip: ack, nack, release and the next claim are sent as
-  // one libpq pipeline and run as one transaction (the pipeline's implicit transaction, or the
-  // open settlement transaction, then committed by a COMMIT in the same pipeline). One commit,
-  // one WAL flush, one round trip per batch. The claim sees the settlement (same transaction),
-  // so a key whose run was just acked can be claimed again at once.
+  // one libpq pipeline and run as one transaction (the pipeline's implicit transaction): one
+  // commit, one WAL flush, one round trip per batch. The counts are read once it committed. The
+  // claim sees the settlement (same transaction), so a key whose run was just acked can be claimed
+  // again at once.
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
@@ -360,14 +340,11 @@ class PostgresStore final : public Store {
       std::lock_guard lock(session_mu_);
       try {
         ensure_session();
-        Stmt commit = plain("COMMIT", "commit settlements and claim");
         std::vector<Stmt*> steps;
         for (auto* s : {&acks, &nacks, &releases, &claim})
           if (*s) steps.push_back(&**s);
-        if (session_open_) steps.push_back(&commit);
         if (steps.empty()) return;
         auto res = run_pipeline(*session_, steps);
-        session_open_ = false;
         std::size_t i = 0;
         if (acks) counts.acked = count_rows(res[i++].get());
         if (nacks) counts.nacked = count_first(res[i++].get());
@@ -400,16 +377,18 @@ class PostgresStore final : public Store {
     p.text(batch.lease.owner);
     p.text(pg::int_array(seqs));
     p.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
-    // Joins an open settlement transaction (it may hold rows of this batch) but never opens
-    // one: a renewal must take effect now, not at the next claim.
-    return settle(false, [&](pg::Conn& c) {
-      auto r = pg::exec_prepared(config_.endpoint, c, "renew", sql_renew_, p, "renew");
+    std::lock_guard lock(session_mu_);
+    try {
+      ensure_session();
+      auto r = pg::exec_prepared(config_.endpoint, *session_, "renew", sql_renew_, p, "renew");
       return pg::get_i64(r.get(), 0, 0) == 0;
-    });
+    } catch (...) {
+      drop_session();
+      throw;
+    }
   }
 
   StoreStats stats() override {
-    flush();  // read our own settlements
     pg::Params p;
     p.text(options_.archive ? "1" : "0");
     auto c = pool_.get();
@@ -424,7 +403,6 @@ class PostgresStore final : public Store {
   }
 
   std::vector<StoredEvent> list(std::size_t limit) override {
-    flush();  // read our own settlements
     pg::Params p;
     p.text(std::to_string(limit));
     auto c = pool_.get();
@@ -435,7 +413,6 @@ class PostgresStore final : public Store {
   }
 
   std::vector<DeadEvent> dead(std::size_t limit) override {
-    flush();  // read our own settlements
     pg::Params p;
     p.text(std::to_string(limit));
     auto c = pool_.get();
@@ -451,7 +428,6 @@ class PostgresStore final : public Store {
   }
 
   std::size_t retry(std::span<const EventId> ids) override {
-    flush();  // read our own settlements
     if (ids.empty()) return 0;
     pg::Params p;
     p.text(uuid_array_text({ids.begin(), ids.end()}));
@@ -461,7 +437,6 @@ class PostgresStore final : public Store {
   }
 
   std::size_t retry_all() override {
-    flush();  // read our own settlements
     pg::Params p;
     auto c = pool_.get();
     auto r = pg::exec_prepared(config_.endpoint, *c, "retry_all", sql_retry_all_, p, "retry");
@@ -469,7 +444,6 @@ class PostgresStore final : public Store {
   }
 
   std::size_t discard(std::span<const EventId> ids) override {
-    flush();  // read our own settlements
     if (ids.empty()) return 0;
     pg::Params p;
     p.text(uuid_array_text({ids.begin(), ids.end()}));
@@ -479,7 +453,6 @@ class PostgresStore final : public Store {
   }
 
   std::size_t discard_all() override {
-    flush();  // read our own settlements
     pg::Params p;
     auto c = pool_.get();
     auto r = pg::exec_prepared(config_.endpoint, *c, "discard_all", "DELETE FROM " + names_.dead, p,
@@ -491,11 +464,6 @@ class PostgresStore final : public Store {
   // a condition variable that the owner signals when it returns.
   void wait_for_work(Duration max) override {
     auto deadline = SteadyClock::now() + max;
-    try {
-      flush();  // going idle: settlements must not wait for a claim that may not come soon
-    } catch (const Error&) {
-      // Lost with the connection: those events are redelivered (at least once).
-    }
     std::unique_lock lock(mu_);
     std::uint64_t gen = generation_, intr = interrupts_;
     if (listening_) {
@@ -504,15 +472,21 @@ class PostgresStore final : public Store {
     }
     listening_ = true;
     lock.unlock();
+    // A lost LISTEN connection is handled inside (reconnect with backoff); what escapes is a
+    // failure of this host (poll() itself failing): the caller reports it and backs off rather
+    // than taking it for a timeout and waiting again at once.
+    std::exception_ptr failed;
     try {
       listen_once(deadline);
     } catch (...) {
-      // Wake-ups are best effort: any failure here only means the caller re-checks sooner.
+      failed = std::current_exception();
     }
     lock.lock();
     listening_ = false;
     ++generation_;
     cv_.notify_all();
+    lock.unlock();
+    if (failed) std::rethrow_exception(failed);
   }
 
   void interrupt() override {
@@ -527,16 +501,15 @@ class PostgresStore final : public Store {
 
  private:
   // --- the settlement session ---------------------------------------------------------------
-  // ack, nack and release run in a transaction left open on the session connection; the next
-  // claim commits it in the same pipeline (claim; COMMIT; one round trip), so one WAL flush
-  // covers a batch's settlement and the next claim. The rows stay locked until then, so other
-  // relays skip them. Reads and wait_for_work() commit first. If the commit is lost with the
-  // connection, those events are delivered again: at least once, never lost.
+  // claim, ack, nack, release and renew run on one connection per store object, each statement
+  // its own transaction (settle_and_claim: one pipeline, one transaction). A call returns its
+  // count only once the statement committed, so a count never covers a settlement that a later
+  // failure could roll back. If the commit is lost with the connection, the call throws and
+  // those events are delivered again: at least once, never lost.
 
   void ensure_session() {  // caller holds session_mu_
     if (!session_ || pg::broken(session_->pg.get())) {
       session_.reset();
-      session_open_ = false;
       auto c = std::make_unique<pg::Conn>();
       c->pg = pg::connect(config_.endpoint);
       // Every statement on this connection touches at most a batch of rows through an index
@@ -550,67 +523,7 @@ class PostgresStore final : public Store {
     }
   }
 
-  void drop_session() {  // caller holds session_mu_; closing rolls back on the server
-    session_.reset();
-    session_open_ = false;
-  }
-
-  template <class F>
-  auto settle(bool open_transaction, F&& f) -> std::invoke_result_t<F&, pg::Conn&> {
-    std::lock_guard lock(session_mu_);
-    try {
-      ensure_session();
-      if (open_transaction && !session_open_) {
-        pg::exec_simple(config_.endpoint, session_->pg.get(), "BEGIN", "settle");
-        session_open_ = true;
-        ++session_txn_;
-        start_flusher();
-        flusher_cv_.notify_one();
-      }
-      return f(*session_);
-    } catch (...) {
-      drop_session();
-      throw;
-    }
-  }
-
-  // Commits settlements that no claim picked up within kSettleLinger (a relay that stopped, a
-  // caller using the Store API by hand), so rows are never left locked for long.
-  static constexpr auto kSettleLinger = std::chrono::milliseconds(50);
-
-  void start_flusher() {  // caller holds session_mu_
-    if (flusher_.joinable()) return;
-    flusher_ = std::thread([this] {
-      std::unique_lock lock(session_mu_);
-      while (!stop_flusher_) {
-        if (!session_open_) {
-          flusher_cv_.wait(lock);
-          continue;
-        }
-        auto txn = session_txn_;
-        flusher_cv_.wait_for(lock, kSettleLinger);
-        if (stop_flusher_ || !session_open_ || txn != session_txn_) continue;
-        try {
-          pg::exec_simple(config_.endpoint, session_->pg.get(), "COMMIT", "commit settlements");
-          session_open_ = false;
-        } catch (...) {
-          drop_session();  // redelivered later: at least once
-        }
-      }
-    });
-  }
-
-  void flush() {
-    std::lock_guard lock(session_mu_);
-    if (!session_open_) return;
-    try {
-      pg::exec_simple(config_.endpoint, session_->pg.get(), "COMMIT", "commit settlements");
-      session_open_ = false;
-    } catch (...) {
-      drop_session();
-      throw;
-    }
-  }
+  void drop_session() { session_.reset(); }  // caller holds session_mu_
 
   // One statement of a pipeline: a prepared statement, or a plain command when name is empty.
   struct Stmt {
@@ -619,13 +532,6 @@ class PostgresStore final : public Store {
     pg::Params params;
     const char* what = "";
   };
-
-  static Stmt plain(const char* sql, const char* what) {
-    Stmt s;
-    s.sql = sql;
-    s.what = what;
-    return s;
-  }
 
   std::string next_owner() { return instance_ + std::to_string(++claims_); }
 
@@ -668,8 +574,6 @@ class PostgresStore final : public Store {
 
   std::optional<Stmt> nack_stmt(const ClaimedBatch& batch, std::span<const Nack> nacks) {
     if (nacks.empty()) return std::nullopt;
-    for (const auto& nk : nacks)
-      if (!nk.retry_in) dead_unflushed_ = true;
     std::vector<std::int64_t> seqs, retry_ms;
     std::vector<std::string> errors;
     auto index = index_of(batch);
@@ -712,24 +616,14 @@ class PostgresStore final : public Store {
     return static_cast<std::size_t>(pg::get_i64(r, 0, 0));
   }
 
-  // Runs one settlement in the session's open transaction; when none is open, BEGIN and the
-  // statement go out in one pipeline (one round trip). The COMMIT rides on the next claim.
+  // Runs one settlement statement as its own transaction; its count is read after the commit.
   std::size_t settle_one(Stmt& stmt, std::size_t (*count)(const PGresult*)) {
     std::lock_guard lock(session_mu_);
     try {
       ensure_session();
-      if (session_open_)
-        return count(pg::exec_prepared(config_.endpoint, *session_, stmt.name.c_str(), stmt.sql,
-                                       stmt.params, stmt.what)
-                         .get());
-      Stmt begin = plain("BEGIN", stmt.what);
-      Stmt* steps[] = {&begin, &stmt};
-      auto res = run_pipeline(*session_, steps);
-      session_open_ = true;
-      ++session_txn_;
-      start_flusher();
-      flusher_cv_.notify_one();
-      return count(res[1].get());
+      auto r = pg::exec_prepared(config_.endpoint, *session_, stmt.name.c_str(), stmt.sql,
+                                 stmt.params, stmt.what);
+      return count(r.get());
     } catch (...) {
       drop_session();
       throw;
@@ -948,7 +842,8 @@ class PostgresStore final : public Store {
     return any;
   }
 
-  // 0: timeout, 1: interrupt(), 2: socket readable.
+  // 0: timeout, 1: interrupt(), 2: socket readable. Throws when poll() fails (not EINTR): the
+  // failure would repeat at once, so returning it as a timeout made the wait loop spin.
   int poll_until(SteadyClock::time_point deadline, int sock) {
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {sock, POLLIN, 0}};
     for (;;) {
@@ -958,7 +853,10 @@ class PostgresStore final : public Store {
       int rc = ::poll(fds, sock >= 0 ? 2 : 1,
                       static_cast<int>(std::min<std::int64_t>(left.count() + 1, 60'000)));
       if (rc < 0 && errno == EINTR) continue;
-      if (rc <= 0) return SteadyClock::now() >= deadline ? 0 : (rc == 0 ? 0 : 0);
+      if (rc < 0)
+        throw Error(ErrorCode::backend, "postgres",
+                    std::string("waiting for work: poll() failed: ") + std::strerror(errno));
+      if (rc == 0) return 0;
       if (fds[0].revents) {
         std::uint64_t v;
         [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
@@ -1088,11 +986,6 @@ class PostgresStore final : public Store {
 
   std::mutex session_mu_;
   std::unique_ptr<pg::Conn> session_;  // guarded by session_mu_
-  bool session_open_ = false;          // guarded by session_mu_: settlements await COMMIT
-  std::uint64_t session_txn_ = 0;      // guarded by session_mu_: counts opened transactions
-  bool stop_flusher_ = false;          // guarded by session_mu_
-  std::condition_variable flusher_cv_;
-  std::thread flusher_;
 
   // Wake-ups.
   int wake_fd_ = -1;
@@ -1102,9 +995,6 @@ class PostgresStore final : public Store {
   std::uint64_t generation_ = 0;             // guarded by mu_
   std::uint64_t interrupts_ = 0;             // guarded by mu_
   std::atomic<bool> server_seen_up_{false};  // set by a successful claim
-  // A dead-lettering nack may sit in the open settlement transaction: the next append commits
-  // it first, so its duplicate-id check sees the dead event (our own settlements, as retry does).
-  std::atomic<bool> dead_unflushed_{false};
   // Owned by the thread with listening_ set.
   pg::ConnPtr listen_;
   Duration backoff_{0};
