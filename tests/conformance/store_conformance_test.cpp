@@ -739,10 +739,26 @@ TEST_P(StoreConformance, WaitForWorkWakesWhenARetryFallsDue) {
 
 TEST_P(StoreConformance, InterruptWakesWaitForWork) {
   store();  // create before the thread uses it
+  // A store's first waits may return early (PostgreSQL's first one only connects its LISTEN
+  // and returns): wait until one blocks, or an early return would pass without interrupt().
+  bool blocks = false;
+  for (int i = 0; i < 10 && !blocks; ++i) {
+    auto t = SteadyClock::now();
+    store().wait_for_work(300ms);
+    blocks = SteadyClock::now() - t >= 250ms;
+  }
+  ASSERT_TRUE(blocks) << "wait_for_work never blocks while there is nothing to do";
+  std::atomic<bool> woke{false};
   auto start = SteadyClock::now();
-  std::thread waiter([&] { store().wait_for_work(8s); });
-  std::this_thread::sleep_for(50ms);
-  store().interrupt();
+  std::thread waiter([&] {
+    store().wait_for_work(8s);
+    woke = true;
+  });
+  // An interrupt() before the waiter blocks may be lost: repeat it until the waiter returns.
+  while (!woke && SteadyClock::now() - start < 10s) {
+    store().interrupt();
+    std::this_thread::sleep_for(50ms);
+  }
   waiter.join();
   EXPECT_LT(SteadyClock::now() - start, 3s);
 }
