@@ -488,6 +488,55 @@ TEST(RedisWriterLease, RelaysKilledWithSigkillLoseNothing) {
   EXPECT_LE(got.size() - distinct.size(), kills * 100);
 }
 
+// Failover does not wait for the event lease: relay A holds the writer lease with a 120 s event
+// lease and is killed with SIGKILL; the standby B delivers events of keys A never saw within the
+// writer lease (writer_lease_ms, default 4 s: A's heartbeat stopped with it), far below the
+// 120 s A's lock was held for before the writer lease had its own length. (The bound is loose
+// on purpose: it only has to tell seconds from two minutes.)
+TEST(RedisWriterLease, StandbyTakesOverSoonAfterTheWriterIsKilledWhateverTheEventLease) {
+  REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
+  const std::string prefix = testing::unique_name("crash_");
+  PrefixGuard guard{base, prefix};
+  const std::string url = with_prefix(base, prefix);
+  auto store = open_redis_store(url);
+  store->append(make_events(200, 10));
+  const std::string file_a = temp_path("crash_a_"), file_b = temp_path("crash_b_");
+  auto relay_args = [&](const std::string& file) {
+    return std::vector<std::string>{OUTPOST_BIN,  "relay",        "--store", url,
+                                    "--sink",     "file:" + file, "--batch", "20",
+                                    "--lease-ms", "120000",       "--quiet"};
+  };
+  ServerProcess a(relay_args(file_a), file_a + ".log");
+  auto deadline = SteadyClock::now() + 20s;
+  while (ids_in_file(file_a).size() < 20 && SteadyClock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_GE(ids_in_file(file_a).size(), 20u) << "relay A delivered nothing";
+  ServerProcess b(relay_args(file_b), file_b + ".log");  // a hot standby
+  std::this_thread::sleep_for(300ms);
+  a.signal(SIGKILL);
+  ASSERT_TRUE(a.wait_exit(5s));
+  const auto killed_at = SteadyClock::now();
+
+  std::vector<Event> fresh;  // keys relay A never claimed
+  for (int i = 0; i < 20; ++i)
+    fresh.push_back(
+        Event::make("t", "{\"i\":" + std::to_string(i) + "}", "fresh" + std::to_string(i % 5)));
+  store->append(fresh);
+  auto delivered_all = [&] {
+    auto got = ids_in_file(file_b);
+    for (const auto& e : fresh)
+      if (!got.count(e.id.str())) return false;
+    return true;
+  };
+  while (!delivered_all() && SteadyClock::now() < killed_at + 30s)
+    std::this_thread::sleep_for(50ms);
+  const auto took =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - killed_at);
+  b.stop();
+  EXPECT_TRUE(delivered_all()) << "the standby delivered nothing for " << took.count()
+                               << " ms after the writer was killed";
+}
+
 // --- durability ---------------------------------------------------------------------------------
 
 TEST(RedisDurability, AppendfsyncAlwaysLosesNoCommittedEventOnSigkill) {

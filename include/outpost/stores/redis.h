@@ -8,9 +8,12 @@
 // Every state change is one Lua script (EVALSHA, reloaded after NOSCRIPT); time comes from the
 // server's TIME, never from the relay's clock.
 //
-// Single writer: claim() takes a writer lease on `{prefix}:lock` (SET NX PX with this Store's
-// owner token) and holds it while the Store has work in flight; renew() compares-and-renews it,
-// the destructor compares-and-deletes it. Each change of holder increments a fencing token
+// Single writer: claim() takes a writer lease on `{prefix}:lock` (SET NX PX writer_lease_ms with
+// this Store's owner token); from then on a thread of the Store renews it every third of
+// writer_lease_ms for as long as its relay keeps claiming or renewing within the event lease.
+// So a standby takes over within writer_lease_ms of a crash, whatever the event lease, and one
+// event lease after a hung relay's last claim or renew; renew() compares-and-renews it too, the
+// destructor compares-and-deletes it. Each change of holder increments a fencing token
 // (`{prefix}:writer` fence) carried in LeaseToken.fence; ack/nack/release/renew check it, so a
 // relay that lost the lease to another one can no longer ack, nack or renew anything.
 // Throughput scales with several prefixes (one writer each), spread over cluster masters.
@@ -34,6 +37,8 @@ namespace outpost {
 //   timeout_ms=N       connect and command timeout (default 5000)
 //   writer_lease=BOOL  single-writer lease with fencing across Store objects (default true);
 //                      false lets several relays claim disjoint batches at once
+//   writer_lease_ms=N  length of the writer lease, 100-3600000 (default 4000): how long a
+//                      standby waits after the holder crashed; renewed every N/3 ms
 // A URL with several host:port pairs is a Redis Cluster seed list; the master of the prefix's
 // slot is found with CLUSTER SLOTS, MOVED/ASK are followed, and a failover is recovered by
 // reconnecting and re-resolving. A single host that runs in cluster mode is detected too.

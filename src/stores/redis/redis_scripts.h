@@ -30,7 +30,9 @@
 //                      is claimable once that one is no longer live (acked, dead, discarded) or
 //                      is taken by the same claim; links, unlike a zset per key, cost no command
 //                      per event: the tail hash is read and written once per append and per ack)
-//   B.."lock"          writer lease: the holder's token, PX = lease
+//   B.."lock"          writer lease: the holder's token, PX = writer_lease_ms (renewed by a
+//                      heartbeat, so a crashed holder's standby takes over after that, whatever
+//                      the event lease)
 //   B.."writer"        hash: owner (last holder's token), fence (incremented when the holder
 //                      changes)
 //   B.."wake"          pub/sub channel published on emit and retry
@@ -58,6 +60,20 @@ end
 local function fence_ok(fence)
   if fence == '0' then return true end
   return redis.call('HGET', B .. 'writer', 'fence') == fence
+end
+-- Compare-and-renew of the writer lease for `ms`: ours -> extended; expired and nobody took it
+-- since (fence unchanged) -> taken back; anything else -> lost (false).
+local function keep_writer_lease(token, fence, ms)
+  local lock = B .. 'lock'
+  local cur = redis.call('GET', lock)
+  if cur == token then
+    if redis.call('PTTL', lock) < ms then redis.call('PEXPIRE', lock, ms) end
+  elseif not cur and fence_ok(fence) then
+    redis.call('SET', lock, token, 'PX', ms)
+  else
+    return false
+  end
+  return fence_ok(fence)
 end
 -- Runs `cmd key <items...>` in chunks (Lua's unpack has a limit; 1000 keeps ZADD/HSET pairs
 -- whole). Returns the sum of integer replies.
@@ -186,7 +202,7 @@ return n
 )lua";
 
 // claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0),
-// owner, scan_limit.
+// owner, scan_limit, writer_lease_ms.
 // Returns {fence, hint_ms, id, body, seq, attempts, ...}.
 // fence -1: the writer lease is held by another Store (hint = its remaining ms).
 // hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
@@ -196,6 +212,7 @@ inline constexpr const char* kClaimFn = R"lua(
 local function claim(A)
 local token, max, lease = A[2], tonumber(A[3]), tonumber(A[4])
 local ordered, owner, scan_limit = A[5] == '1', A[6], tonumber(A[7])
+local writer_ms = tonumber(A[8])
 local now = now_ms()
 local pending, leased = B .. 'v3:pending', B .. 'v3:leased'
 local fence = 0
@@ -209,9 +226,9 @@ if token ~= '' then
       fence = redis.call('HINCRBY', B .. 'writer', 'fence', 1)
       redis.call('HSET', B .. 'writer', 'owner', token)
     end
-    redis.call('SET', lock, token, 'PX', lease)
+    redis.call('SET', lock, token, 'PX', writer_ms)
   elseif cur == token then
-    if redis.call('PTTL', lock) < lease then redis.call('PEXPIRE', lock, lease) end
+    if redis.call('PTTL', lock) < writer_ms then redis.call('PEXPIRE', lock, writer_ms) end
     fence = tonumber(redis.call('HGET', B .. 'writer', 'fence'))
   else
     return {-1, redis.call('PTTL', lock)}
@@ -564,16 +581,16 @@ inline constexpr const char* kReleaseBody = "return release(ARGV)\n";
 // Store::settle_and_claim in one script: ack, nack, release (each fenced like the separate
 // scripts), then claim. ARGV: B, fence, owner (of the settled batch), archive (1/0),
 // retention_ms, n_acks, n_ack_keys, n_nacks, n_releases, then the claim's token, max, lease_ms,
-// ordered, new owner, scan_limit, then n_acks ids and n_ack_keys keys (as for ack), n_nacks
-// triples (id, error, retry_ms), n_releases ids.
-// Returns {acked, nacked, released, <claim's reply>} (counts -1 when fenced off).
+// ordered, new owner, scan_limit, writer_lease_ms, then n_acks ids and n_ack_keys keys (as for
+// ack), n_nacks triples (id, error, retry_ms), n_releases ids. Returns {acked, nacked, released,
+// <claim's reply>} (counts -1 when fenced off).
 inline constexpr const char* kSettleBody = R"lua(
 local bad = layout_error()
 if bad then return bad end
 local fence, owner = ARGV[2], ARGV[3]
 local na, nk = tonumber(ARGV[6]), tonumber(ARGV[7])
 local nn, nr = tonumber(ARGV[8]), tonumber(ARGV[9])
-local i = 16
+local i = 17
 local counts = {0, 0, 0}
 if na > 0 then
   counts[1] = ack(fence, owner, ARGV[4] == '1', tonumber(ARGV[5]), ARGV, i, na, i + na, nk)
@@ -590,32 +607,20 @@ if nr > 0 then
   for j = i, i + nr - 1 do a[#a + 1] = ARGV[j] end
   counts[3] = release(a)
 end
-local out = claim({B, ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15]})
+local out = claim({B, ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15], ARGV[16]})
 local r = {counts[1], counts[2], counts[3]}
 for j = 1, #out do r[#r + 1] = out[j] end
 return r
 )lua";
 
-// ARGV: B, token, fence, owner, lease_ms, ids... Returns 1 (held) or 0 (lost).
-// Compare-and-renew of the writer lease: ours -> extended; expired and nobody took it since
-// (fence unchanged) -> taken back; anything else -> lost.
+// ARGV: B, token, fence, owner, lease_ms, writer_lease_ms, ids... Returns 1 (held) or 0 (lost).
+// The writer lease as in kHeartbeat, then the events' leases.
 inline constexpr const char* kRenew = R"lua(
 local token, fence, owner, lease = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-if token ~= '' then
-  local lock = B .. 'lock'
-  local cur = redis.call('GET', lock)
-  if cur == token then
-    if redis.call('PTTL', lock) < lease then redis.call('PEXPIRE', lock, lease) end
-  elseif not cur and fence_ok(fence) then
-    redis.call('SET', lock, token, 'PX', lease)
-  else
-    return 0
-  end
-  if not fence_ok(fence) then return 0 end
-end
+if token ~= '' and not keep_writer_lease(token, fence, tonumber(ARGV[6])) then return 0 end
 local now = now_ms()
 local held = 1
-for i = 6, #ARGV do
+for i = 7, #ARGV do
   local id = ARGV[i]
   local _, w = parse_own(redis.call('HGET', B .. 'v3:own', id))
   if w == owner then
@@ -626,6 +631,13 @@ for i = 6, #ARGV do
   end
 end
 return held
+)lua";
+
+// ARGV: B, token, fence, writer_lease_ms. The writer lease's heartbeat (every third of it, from
+// the Store's own thread while it holds the lease). Returns 1 (held) or 0 (lost).
+inline constexpr const char* kHeartbeat = R"lua(
+if keep_writer_lease(ARGV[2], ARGV[3], tonumber(ARGV[4])) then return 1 end
+return 0
 )lua";
 
 // ARGV: B, token. Compare-and-delete of the writer lease (Store closed). Returns 1 if deleted.

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <initializer_list>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -27,6 +28,8 @@ namespace {
 
 constexpr std::string_view kBackend = "redis";
 constexpr std::size_t kBulkChunk = 1000;  // ids per retry_all/discard_all script call
+// How long a crashed writer's lease keeps a standby waiting (URL parameter writer_lease_ms).
+constexpr Duration kDefaultWriterLease{4000};
 
 std::string with_prologue(const char* body) {
   return std::string(kPrologue) + body;
@@ -84,6 +87,7 @@ struct Scripts {
                 {},
                 {}};
   Script renew{"renew", with_prologue(kRenew), {}, {}};
+  Script heartbeat{"heartbeat", with_prologue(kHeartbeat), {}, {}};
   Script unlock{"unlock", with_prologue(kUnlock), {}, {}};
   Script stats{"stats", with_prologue(kStats), {}, {}};
   Script list{"list", with_prologue(kList), {}, {}};
@@ -100,12 +104,14 @@ struct FdCloser {
 
 class RedisStore final : public Store {
  public:
-  RedisStore(ClientOptions client_options, std::string prefix, bool writer_lease,
+  // `writer_lease` zero: no writer lease (several relays claim at once).
+  RedisStore(ClientOptions client_options, std::string prefix, Duration writer_lease,
              const StoreOptions& options)
       : options_(options),
         base_("{" + prefix + "}:"),
         key_(base_ + "pending"),
-        token_(writer_lease ? instance_token() : std::string()),
+        token_(writer_lease.count() > 0 ? instance_token() : std::string()),
+        writer_lease_(writer_lease),
         client_(std::move(client_options)) {
     int fds[2];
     if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
@@ -115,6 +121,12 @@ class RedisStore final : public Store {
   }
 
   ~RedisStore() override {
+    {
+      std::lock_guard lock(heartbeat_mu_);
+      stopping_ = true;
+    }
+    heartbeat_cv_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
     // Compare-and-delete of the writer lease so a standby relay takes over at once.
     if (token_.empty() || !held_.load()) return;
     try {
@@ -155,8 +167,9 @@ class RedisStore final : public Store {
     ClaimedBatch batch;
     if (max == 0) return batch;
     ClaimArgs c = claim_args(batch, max, lease, order);
-    Reply r = client_.eval(scripts_.claim, key_,
-                           {base_, token_, c.max, c.lease, c.ordered, batch.lease.owner, c.scan});
+    Reply r = client_.eval(
+        scripts_.claim, key_,
+        {base_, token_, c.max, c.lease, c.ordered, batch.lease.owner, c.scan, c.writer_ms});
     read_claim(batch, r.get(), 0);
     return batch;
   }
@@ -200,7 +213,8 @@ class RedisStore final : public Store {
                                        c.lease,
                                        c.ordered,
                                        batch.lease.owner,
-                                       c.scan};
+                                       c.scan,
+                                       c.writer_ms};
     argv.reserve(argv.size() + owned.size() + settlement.nacks.size());
     std::size_t o = 0;
     for (std::size_t i = 0; i < ack_strings_n; ++i) argv.push_back(owned[o++]);
@@ -267,7 +281,8 @@ class RedisStore final : public Store {
     for (const auto& e : batch.events) owned.push_back(e.id.str());
     const std::string fence = std::to_string(batch.lease.fence);
     const std::string lease_s = std::to_string(std::max<std::int64_t>(1, lease.count()));
-    std::vector<std::string_view> argv{base_, token_, fence, batch.lease.owner, lease_s};
+    const std::string writer_ms = writer_ms_while_alive(lease);
+    std::vector<std::string_view> argv{base_, token_, fence, batch.lease.owner, lease_s, writer_ms};
     argv.insert(argv.end(), owned.begin(), owned.end());
     return reply_int(client_.eval(scripts_.renew, key_, argv).get()) == 1;
   }
@@ -349,7 +364,7 @@ class RedisStore final : public Store {
 
  private:
   struct ClaimArgs {
-    std::string max, lease, ordered, scan;
+    std::string max, lease, ordered, scan, writer_ms;
   };
 
   // Arguments of the claim function; sets the new batch's lease owner.
@@ -358,7 +373,7 @@ class RedisStore final : public Store {
     batch.lease.owner += "#" + std::to_string(++claims_);
     return {std::to_string(max), std::to_string(std::max<std::int64_t>(1, lease.count())),
             order == ClaimOrder::ordered ? "1" : "0",
-            std::to_string(std::max<std::size_t>(1000, max * 20))};
+            std::to_string(std::max<std::size_t>(1000, max * 20)), writer_ms_while_alive(lease)};
   }
 
   // Reads the claim function's reply {fence, hint, events...} starting at element `at`.
@@ -371,7 +386,7 @@ class RedisStore final : public Store {
       next_hint_ms_ = std::max<std::int64_t>(hint, 1);
       return;
     }
-    if (!token_.empty()) held_ = true;
+    if (!token_.empty()) hold_writer_lease(fence);
     batch.lease.fence = fence;
     constexpr std::size_t kFields = 4;  // id, body, seq, attempts
     const std::size_t n = (r->elements - at - 2) / kFields;
@@ -386,6 +401,51 @@ class RedisStore final : public Store {
     }
     std::sort(batch.events.begin(), batch.events.end(),
               [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
+  }
+
+  // The writer lease ends at the earlier of two deadlines: writer_lease_ms after the holder's
+  // last heartbeat (a crash: the standby takes over soon, whatever the event lease), and one
+  // event lease after its relay last claimed or renewed (a hung relay, as without heartbeats).
+  // Each claim and renew starts a new event lease; returns the writer lease's length (ms) to
+  // set with it.
+  std::string writer_ms_while_alive(Duration lease) {
+    alive_until_ms_ = steady_ms() + lease.count();
+    return std::to_string(std::max<std::int64_t>(1, std::min(writer_lease_, lease).count()));
+  }
+
+  static std::int64_t steady_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Called after each claim that holds the writer lease under `fence`: from the first one on, a
+  // thread renews the lease every third of writer_lease_ms.
+  void hold_writer_lease(std::int64_t fence) {
+    fence_ = fence;
+    held_ = true;
+    std::call_once(heartbeat_started_, [this] { heartbeat_ = std::thread([this] { beat(); }); });
+  }
+
+  // The heartbeat thread. A lost lease (another relay took it) stops the beats until a claim
+  // takes it again; the fence check in every settle keeps this relay's late acks out meanwhile.
+  void beat() {
+    std::unique_lock lock(heartbeat_mu_);
+    while (!heartbeat_cv_.wait_for(lock, writer_lease_ / 3, [this] { return stopping_; })) {
+      const std::int64_t left = std::min(alive_until_ms_.load() - steady_ms(),
+                                         static_cast<std::int64_t>(writer_lease_.count()));
+      if (!held_ || left <= 0) continue;
+      lock.unlock();
+      const std::string fence = std::to_string(fence_.load());
+      const std::string ms = std::to_string(left);
+      try {
+        if (reply_int(client_.eval(scripts_.heartbeat, key_, {base_, token_, fence, ms}).get()) !=
+            1)
+          held_ = false;
+      } catch (const std::exception&) {  // the next beat tries again; the claim reports errors
+      }
+      lock.lock();
+    }
   }
 
   // One EVAL queued into the caller's MULTI (EVALSHA could not recover from NOSCRIPT at EXEC).
@@ -577,14 +637,22 @@ class RedisStore final : public Store {
   }
 
   const StoreOptions options_;
-  const std::string base_;   // "{prefix}:"
-  const std::string key_;    // KEYS[1] of every script: routes to the slot of {prefix}
-  const std::string token_;  // writer lease owner token ("" = writer lease off)
+  const std::string base_;       // "{prefix}:"
+  const std::string key_;        // KEYS[1] of every script: routes to the slot of {prefix}
+  const std::string token_;      // writer lease owner token ("" = writer lease off)
+  const Duration writer_lease_;  // its length when the holder crashed (0 = writer lease off)
   const std::string instance_owner_ = instance_token();
   Client client_;
   Scripts scripts_;
   std::atomic<std::uint64_t> claims_{0};
-  std::atomic<bool> held_{false};               // we took the writer lease at least once
+  std::atomic<bool> held_{false};                // we hold the writer lease (as last seen)
+  std::atomic<std::int64_t> fence_{0};           // the fence of our writer lease
+  std::atomic<std::int64_t> alive_until_ms_{0};  // steady ms: last claim/renew + its lease
+  std::once_flag heartbeat_started_;
+  std::thread heartbeat_;
+  std::mutex heartbeat_mu_;
+  std::condition_variable heartbeat_cv_;
+  bool stopping_ = false;                       // guarded by heartbeat_mu_
   std::atomic<std::int64_t> next_hint_ms_{-1};  // from the last empty claim; -1 = unknown
   FdCloser wake_read_, wake_write_;             // interrupt() pipe
 
@@ -623,10 +691,12 @@ std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions
   std::string prefix = redis_store::valid_prefix(u.param("prefix").value_or("outbox"));
   if (auto t = u.int_param("timeout_ms", 1, 600'000)) co.timeout = std::chrono::milliseconds(*t);
   bool writer_lease = u.bool_param("writer_lease").value_or(true);
+  Duration writer_lease_ms = redis_store::kDefaultWriterLease;
+  if (auto ms = u.int_param("writer_lease_ms", 100, 3'600'000)) writer_lease_ms = Duration(*ms);
   u.reject_unknown();
   co.slot_key = "{" + prefix + "}";
-  return std::make_unique<redis_store::RedisStore>(std::move(co), std::move(prefix), writer_lease,
-                                                   options);
+  return std::make_unique<redis_store::RedisStore>(
+      std::move(co), std::move(prefix), writer_lease ? writer_lease_ms : Duration(0), options);
 }
 
 }  // namespace outpost
