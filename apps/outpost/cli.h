@@ -25,14 +25,19 @@ Runner add_bench_command(CLI::App& root);
 // "Store URL schemes: sqlite, memory, ...\nSink URL schemes: file, http, https, ..."
 std::string supported_schemes_text();
 
-// SIGINT/SIGTERM handling without async-signal-unsafe work: the signals are blocked in every
-// thread (call block_stop_signals() before starting any thread) and a watcher thread takes them
-// with sigtimedwait() and runs `on_stop` on an ordinary thread.
+// SIGINT/SIGTERM without async-signal-unsafe work. main() blocks them before anything else, so
+// every thread inherits the mask and a signal that comes before a command is ready stays pending
+// (a SIGTERM in the first milliseconds after exec must drain the relay, not kill it). Commands
+// that stop gracefully take them on a watcher thread with sigwait() and run `on_stop` there; main()
+// unblocks them for every other command (the default action then ends it, exit 128+signal).
 void block_stop_signals();
+void unblock_stop_signals();
 class StopSignalWatcher {
  public:
-  explicit StopSignalWatcher(std::function<void(int signal)> on_stop);
-  ~StopSignalWatcher();  // joins the watcher thread
+  // `on_stop(signal, count)`: count is 1 for the first stop signal, 2 for the second, ...
+  // A signal pending from before the watcher existed is taken at once.
+  explicit StopSignalWatcher(std::function<void(int signal, int count)> on_stop);
+  ~StopSignalWatcher();  // ends and joins the watcher thread
   StopSignalWatcher(const StopSignalWatcher&) = delete;
   StopSignalWatcher& operator=(const StopSignalWatcher&) = delete;
   int received() const { return received_.load(); }  // last signal taken, 0 if none

@@ -27,10 +27,18 @@ std::string supported_schemes_text() {
          "\nSink URL schemes in this build: " + join(sink_schemes());
 }
 
+// The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
+bool handles_stop_signals(const std::string& command) {
+  return command == "relay";
+}
+
 }  // namespace outpost::cli
 
 int main(int argc, char** argv) {
   using namespace outpost::cli;
+  // Before anything else, and before any thread exists (cli.h): a stop signal from now on waits
+  // for the command that handles it instead of killing the process half started.
+  block_stop_signals();
   CLI::App app{"outpost: transactional outbox and relay (emit, relay, inspect, benchmark)"};
   app.name("outpost");
   app.set_version_flag("--version", std::string("outpost ") + OUTPOST_VERSION);
@@ -69,8 +77,13 @@ int main(int argc, char** argv) {
   }
 
   try {
-    for (auto& [sub, run] : runners)
-      if (sub->parsed()) return run();
+    for (auto& [sub, run] : runners) {
+      if (!sub->parsed()) continue;
+      // Commands that stop gracefully take SIGINT/SIGTERM on a watcher thread; for the others
+      // the default action applies again (a pending signal ends the process now).
+      if (!handles_stop_signals(sub->get_name())) unblock_stop_signals();
+      return run();
+    }
     std::cerr << "outpost: no subcommand\n";
     return kExitUsage;
   } catch (const outpost::ConfigError& e) {

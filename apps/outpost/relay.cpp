@@ -62,10 +62,6 @@ int run_relay(const RelayArgs& a) {
   if (a.backoff_max_ms < a.backoff_base_ms)
     throw ConfigError("--backoff-max-ms (" + std::to_string(a.backoff_max_ms) +
                       ") must be >= --backoff-base-ms (" + std::to_string(a.backoff_base_ms) + ")");
-  // Before any thread exists, so that every thread inherits the blocked mask and only the
-  // watcher takes SIGINT/SIGTERM.
-  block_stop_signals();
-
   auto store = open_store(a.store);
   SinkOptions sink_options;
   sink_options.concurrency = a.concurrency;
@@ -91,7 +87,7 @@ int run_relay(const RelayArgs& a) {
     std::cerr << "outpost relay: metrics on http://" << a.metrics.substr(0, a.metrics.rfind(':'))
               << ":" << metrics->port() << "/metrics" << std::endl;
   }
-  StopSignalWatcher watcher([&relay](int) { relay.stop(); });
+  StopSignalWatcher watcher([&relay](int, int) { relay.stop(); });
   relay.run();
   metrics.reset();
 

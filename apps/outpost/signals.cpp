@@ -1,5 +1,9 @@
+// SIGINT/SIGTERM (cli.h): blocked first thing in main(), so every thread inherits the mask and a
+// signal that arrives before a command is ready stays pending instead of killing the process;
+// commands that handle them take them on one thread with sigwait(), the others unblock them.
+
+#include <pthread.h>
 #include <signal.h>
-#include <time.h>
 
 #include <thread>
 
@@ -23,28 +27,32 @@ void block_stop_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+void unblock_stop_signals() {
+  sigset_t set = stop_signals();
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);  // a pending one is acted on now
+}
+
 struct StopSignalWatcher::Impl {
-  std::atomic<bool> done{false};
+  std::atomic<bool> quit{false};
   std::thread thread;
 };
 
-StopSignalWatcher::StopSignalWatcher(std::function<void(int)> on_stop) : impl_(new Impl) {
+StopSignalWatcher::StopSignalWatcher(std::function<void(int, int)> on_stop) : impl_(new Impl) {
   impl_->thread = std::thread([this, on_stop = std::move(on_stop)] {
-    sigset_t set = stop_signals();
-    // A short timeout so the destructor can end the thread without sending itself a signal.
-    const timespec tick{0, 50'000'000};
-    while (!impl_->done.load()) {
-      int sig = sigtimedwait(&set, nullptr, &tick);
-      if (sig > 0) {
-        received_.store(sig);
-        on_stop(sig);
-      }
+    const sigset_t set = stop_signals();
+    for (int count = 1;; ++count) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0 || impl_->quit.load()) return;
+      received_.store(sig);
+      on_stop(sig, count);
     }
   });
 }
 
 StopSignalWatcher::~StopSignalWatcher() {
-  impl_->done.store(true);
+  impl_->quit.store(true);
+  // Wakes the sigwait(): the signal is blocked in every thread, so only the watcher takes it.
+  pthread_kill(impl_->thread.native_handle(), SIGTERM);
   impl_->thread.join();
   delete impl_;
 }

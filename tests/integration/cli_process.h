@@ -141,6 +141,7 @@ class CliProcess {
     if (pid_ > 0) ::kill(pid_, sig);
   }
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   // Reaps the child: its exit code, 128+signal if killed, or -1 if still running at `timeout`.
   int wait(std::chrono::milliseconds timeout) {
     if (pid_ <= 0) return last_;

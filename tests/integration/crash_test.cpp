@@ -4,11 +4,18 @@
 // some rolled back (a batch with a bad last line is rejected whole). Then every committed id is
 // in the sink, no rolled-back id is, and the duplicates are at most one batch per kill.
 // OUTPOST_CRASH_SEED=N reproduces a run.
+//
+// Independent of machine speed: each kill comes at a random moment after the restarted relay has
+// delivered something (or the emitter is done), and the final SIGTERM after the relay has blocked
+// its stop signals (the first thing its main() does; before that, during fork, exec and dynamic
+// loading, no program can take a signal).
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -37,6 +44,36 @@ std::vector<std::string> delivered_ids(const std::string& text) {
     if (pos + 36 <= text.size() && text[pos + 36] == '"') ids.push_back(text.substr(pos, 36));
   }
   return ids;
+}
+
+std::uintmax_t size_of(const std::string& path) {
+  std::error_code ec;
+  auto n = std::filesystem::file_size(path, ec);
+  return ec ? 0 : n;
+}
+
+// Waits until `condition` holds; false when `bound` passed first.
+template <typename F>
+bool wait_until(F&& condition, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// Whether process `pid` blocks SIGINT and SIGTERM (the SigBlk mask in /proc/PID/status).
+bool blocks_stop_signals(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("SigBlk:")) continue;
+    auto mask = std::stoull(line.substr(7), nullptr, 16);
+    auto bit = [](int sig) { return 1ull << (sig - 1); };
+    return (mask & bit(SIGTERM)) && (mask & bit(SIGINT));
+  }
+  return false;
 }
 
 TEST(CrashTest, SigkilledRelayLosesNothingAndDuplicatesAtMostOneBatchPerKill) {
@@ -99,15 +136,23 @@ TEST(CrashTest, SigkilledRelayLosesNothingAndDuplicatesAtMostOneBatchPerKill) {
   {
     CliProcess relay(relay_args, log);
     for (; kills < kKills; ++kills) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5 + rng() % 400));
+      // A kill at a random moment once this relay is at work (it delivered something since its
+      // start), whatever the speed of the machine.
+      const auto before = size_of(sink_path);
+      ASSERT_TRUE(wait_until([&] { return size_of(sink_path) > before || !emitting; }, 120s))
+          << "the restarted relay delivered nothing for 120 s: " << read_file(log);
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));
       relay.signal(SIGKILL);
       ASSERT_EQ(relay.wait(10s), 128 + SIGKILL) << read_file(log);
       relay.start();
     }
     emitter.join();
     ASSERT_TRUE(emit_error.empty()) << emit_error;
+    // The relay just restarted: SIGTERM as soon as it can take it must drain it (exit 0).
+    ASSERT_TRUE(wait_until([&] { return blocks_stop_signals(relay.pid()); }, 60s))
+        << read_file(log);
     relay.signal(SIGTERM);
-    ASSERT_EQ(relay.wait(30s), 0) << "relay did not drain on SIGTERM: " << read_file(log);
+    ASSERT_EQ(relay.wait(60s), 0) << "relay did not drain on SIGTERM: " << read_file(log);
   }
   // Whatever the last relay left (expired leases of the killed ones included).
   auto final_run =
