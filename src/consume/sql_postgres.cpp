@@ -108,6 +108,13 @@ class PostgresConnection final : public SqlConnection {
   ~PostgresConnection() override { rollback(); }
 
   SqlTx begin() override {
+    // A server restart breaks the connection: reconnect once per transaction attempt.
+    if (PQstatus(conn_.get()) != CONNECTION_OK) {
+      PQreset(conn_.get());
+      if (PQstatus(conn_.get()) != CONNECTION_OK)
+        throw ConnectionError("postgres", "cannot reconnect to PostgreSQL at " + where_ + ": " +
+                                              trim(PQerrorMessage(conn_.get())));
+    }
     postgres_script(conn_.get(), "BEGIN");
     return SqlTx(TxHandle::postgres(conn_.get()));
   }

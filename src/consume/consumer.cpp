@@ -1,0 +1,373 @@
+// The consumer loop (include/outpost/consumer.h). A batch is first tried in one transaction:
+// inbox filter, handler, checkpoint, commit. Messages that fail are then taken one at a time,
+// in log order, each attempt in its own transaction after a backoff, until they succeed or are
+// parked; only then does the checkpoint move past them. So a crash at any point replays from the
+// last commit, and the inbox skips what was committed already.
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
+#include "consume/checkpoint_store.h"
+#include "consume/message.h"
+#include "core/names.h"
+#include "outpost/error.h"
+#include "outpost/inbox.h"
+#include "outpost/relay.h"
+
+namespace outpost {
+
+using consume::SqlTx;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+InboxOptions inbox_options(const CheckpointStore& store, const ConsumerOptions& o) {
+  InboxOptions io;
+  io.name = store.prefix();
+  io.consumer = o.group;
+  io.retention = o.inbox_retention;
+  return io;
+}
+
+const ConsumerOptions& validated(const ConsumerOptions& o) {
+  if (o.group.empty() || o.group.size() > 200)
+    throw ConfigError("consumer group name must be 1 to 200 bytes");
+  if (o.batch_size < 1) throw ConfigError("consumer batch size must be at least 1");
+  if (o.max_attempts < 1) throw ConfigError("consumer max_attempts must be at least 1");
+  if (o.backoff_max < o.backoff_base)
+    throw ConfigError("consumer backoff_max must be >= backoff_base");
+  return o;
+}
+
+}  // namespace
+
+struct Consumer::Impl {
+  Impl(Source& s, CheckpointStore& st, const ConsumerOptions& o)
+      : source(s), store(st.impl()), options(validated(o)), inbox(inbox_options(st, o)) {}
+
+  Source& source;
+  CheckpointStore::Impl& store;
+  const ConsumerOptions options;
+  const Inbox inbox;
+
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;      // guarded by mu
+  ConsumerCounters counters;  // guarded by mu
+  bool loaded = false;
+  SteadyClock::time_point next_purge{};
+  std::set<std::string> held;  // keys with a parked message (ordered mode)
+
+  template <class F>
+  void count(F&& f) {
+    std::lock_guard lock(mu);
+    f(counters);
+  }
+  bool stop_requested() {
+    std::lock_guard lock(mu);
+    return stopping;
+  }
+  void report(const std::string& m) {
+    if (options.on_error) options.on_error(m);
+  }
+  // Waits `d` unless stop() comes first; false when stopping.
+  bool pause(Duration d) {
+    std::unique_lock lock(mu);
+    wake.wait_for(lock, d, [&] { return stopping; });
+    return !stopping;
+  }
+  Duration backoff(int attempt) {
+    return backoff_delay(attempt, options.backoff_base, options.backoff_max);
+  }
+
+  void commit(const SqlTx&) {
+    if (options.before_commit) options.before_commit();
+    store.conn->commit();
+  }
+
+  void load() {
+    auto cp = store.in_tx([&](SqlTx& tx) { return store.load(tx, options.group); });
+    if (cp && cp->source != source.url())
+      throw ConfigError("consumer group '" + options.group + "' reads '" + cp->source + "', not '" +
+                        source.url() + "' (use another group name for another log)");
+    source.seek(cp ? cp->position : std::string());
+    loaded = true;
+  }
+
+  void purge_if_due() {
+    if (options.inbox_retention.count() <= 0 || SteadyClock::now() < next_purge) return;
+    store.in_tx([&](SqlTx& tx) { inbox.purge(tx.handle()); });
+    next_purge = SteadyClock::now() + std::chrono::minutes(10);
+  }
+
+  struct TxOutcome {
+    bool threw = false;
+    std::string error;               // the handler's exception text when threw
+    std::vector<std::size_t> retry;  // indexes to try again
+  };
+
+  // Parks msgs[i] in `tx` (its id stays recorded in the inbox, so a duplicate is skipped).
+  void park(const SqlTx& tx, const Message& m, int attempts, const std::string& error) {
+    store.park(tx, options.group, m, attempts, error);
+    if (!m.event.id.is_nil())
+      inbox.record_new(std::span<const EventId>(&m.event.id, 1), tx.handle());
+    if (options.ordered && !m.event.key.empty()) held.insert(m.event.key);
+    count([](auto& c) { ++c.parked; });
+  }
+
+  // One transaction over msgs[idx...]: inbox filter, parking what cannot be handled, the
+  // handler, failure bookkeeping, and the checkpoint when nothing is left to retry.
+  TxOutcome attempt(const std::vector<Message>& msgs, const std::vector<std::size_t>& idx,
+                    std::vector<int>& attempts, const ConsumerHandler& handler,
+                    const std::string& checkpoint) {
+    TxOutcome out;
+    SqlTx tx = store.begin();
+    try {
+      if (options.ordered) held = store.parked_keys(tx, options.group);
+      std::vector<EventId> ids;
+      std::vector<std::size_t> with_id;
+      for (std::size_t i : idx)
+        if (msgs[i].parse_error.empty() && !msgs[i].event.id.is_nil()) {
+          ids.push_back(msgs[i].event.id);
+          with_id.push_back(i);
+        }
+      auto fresh_flags = inbox.record_new(ids, tx.handle());
+      std::set<std::size_t> duplicate;
+      for (std::size_t k = 0; k < with_id.size(); ++k)
+        if (!fresh_flags[k]) duplicate.insert(with_id[k]);
+
+      std::vector<std::size_t> work;
+      for (std::size_t i : idx) {
+        const Message& m = msgs[i];
+        if (!m.parse_error.empty()) {
+          park(tx, m, attempts[i], m.parse_error);
+        } else if (duplicate.count(i)) {
+          count([](auto& c) { ++c.duplicates; });
+        } else if (options.ordered && !m.event.key.empty() && held.count(m.event.key)) {
+          park(tx, m, attempts[i],
+               "held behind an earlier parked message of key '" + m.event.key + "'");
+        } else {
+          work.push_back(i);
+        }
+      }
+
+      std::vector<std::pair<std::size_t, std::string>> failures;
+      if (!work.empty()) {
+        std::vector<Message> copy;
+        std::span<const Message> view(msgs);
+        if (work.size() != msgs.size()) {
+          for (std::size_t i : work) copy.push_back(msgs[i]);
+          view = copy;
+        }
+        int tries = 1;
+        for (std::size_t i : work) tries = std::max(tries, attempts[i] + 1);
+        ConsumerBatch batch(view, tx.handle(), tries);
+        try {
+          handler(batch);
+        } catch (const std::exception& e) {
+          out.threw = true;
+          out.error = e.what();
+        } catch (...) {
+          out.threw = true;
+          out.error = "unknown exception";
+        }
+        if (out.threw) {
+          store.conn->rollback();
+          return out;
+        }
+        for (auto& [k, why] : batch.failures())
+          if (k < work.size()) failures.emplace_back(work[k], why);
+      }
+
+      std::vector<EventId> forget;
+      std::sort(failures.begin(), failures.end());
+      failures.erase(std::unique(failures.begin(), failures.end(),
+                                 [](auto& a, auto& b) { return a.first == b.first; }),
+                     failures.end());
+      for (auto& [i, why] : failures) {
+        ++attempts[i];
+        count([](auto& c) { ++c.failures; });
+        report("group '" + options.group + "': message at " + msgs[i].position + " (event " +
+               msgs[i].event.id.str() + ") failed, attempt " + std::to_string(attempts[i]) + ": " +
+               why);
+        if (attempts[i] >= options.max_attempts) {
+          park(tx, msgs[i], attempts[i], why);
+        } else {
+          out.retry.push_back(i);
+          if (!msgs[i].event.id.is_nil()) forget.push_back(msgs[i].event.id);
+        }
+      }
+      inbox.forget(forget, tx.handle());
+      if (out.retry.empty()) store.save(tx, options.group, source.url(), checkpoint);
+      commit(tx);
+      std::size_t done = work.size() - failures.size();
+      count([&](auto& c) {
+        c.handled += done;
+        ++c.batches;
+      });
+    } catch (...) {
+      store.conn->rollback();
+      throw;
+    }
+    if (out.retry.empty()) source.committed(options.group, checkpoint);
+    return out;
+  }
+
+  // Handles msgs[i] alone until it commits or is parked. False when stop() interrupted it.
+  bool settle_one(const std::vector<Message>& msgs, std::size_t i, std::vector<int>& attempts,
+                  const ConsumerHandler& handler) {
+    for (;;) {
+      if (attempts[i] > 0 && !pause(backoff(attempts[i]))) return false;
+      if (stop_requested()) return false;
+      auto r = attempt(msgs, {i}, attempts, handler, msgs[i].position);
+      if (!r.threw) {
+        if (r.retry.empty()) return true;
+        continue;
+      }
+      ++attempts[i];
+      count([](auto& c) { ++c.failures; });
+      report("group '" + options.group + "': message at " + msgs[i].position + " failed, attempt " +
+             std::to_string(attempts[i]) + ": " + r.error);
+      if (attempts[i] >= options.max_attempts) {
+        store.in_tx([&](SqlTx& tx) {
+          park(tx, msgs[i], attempts[i], r.error);
+          store.save(tx, options.group, source.url(), msgs[i].position);
+        });
+        source.committed(options.group, msgs[i].position);
+        return true;
+      }
+    }
+  }
+
+  void process(std::vector<Message>& msgs, const ConsumerHandler& handler) {
+    std::vector<int> attempts(msgs.size(), 0);
+    std::vector<std::size_t> all(msgs.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    const std::string end = msgs.back().position;
+    auto first = attempt(msgs, all, attempts, handler, end);
+    if (!first.threw && first.retry.empty()) return;
+    if (first.threw)
+      report("group '" + options.group + "': batch of " + std::to_string(msgs.size()) +
+             " failed (" + first.error + "); handling its messages one by one");
+    // After a throw nothing of the batch committed: every message goes again, one at a time.
+    const auto& pending = first.threw ? all : first.retry;
+    for (std::size_t i : pending)
+      if (!settle_one(msgs, i, attempts, handler)) return;  // stopping: replayed next run
+    store.in_tx([&](SqlTx& tx) { store.save(tx, options.group, source.url(), end); });
+    source.committed(options.group, end);
+  }
+
+  // Dead letters an operator asked to retry, in row order, before new messages.
+  void handle_retries(const ConsumerHandler& handler) {
+    auto rows = store.in_tx(
+        [&](SqlTx& tx) { return store.retries(tx, options.group, options.batch_size); });
+    std::set<std::string> failed_keys;
+    for (const auto& row : rows) {
+      std::vector<Message> one{consume::decode_message(row.payload, row.position)};
+      const Message& m = one[0];
+      if (options.ordered && !m.event.key.empty() && failed_keys.count(m.event.key)) {
+        store.in_tx([&](SqlTx& tx) {
+          store.repark(tx, row.id, 0,
+                       "held behind an earlier parked message of key '" + m.event.key + "'");
+        });
+        continue;
+      }
+      for (int tries = 1;; ++tries) {
+        std::string error = m.parse_error;
+        bool ok = false;
+        SqlTx tx = store.begin();
+        try {
+          if (error.empty()) {
+            ConsumerBatch batch(one, tx.handle(), tries);
+            try {
+              handler(batch);
+              if (!batch.failures().empty()) error = batch.failures()[0].second;
+            } catch (const std::exception& e) {
+              error = e.what();
+            }
+          }
+          if (error.empty()) {
+            store.remove_dead(tx, row.id);
+            commit(tx);
+            ok = true;
+          } else {
+            store.conn->rollback();
+          }
+        } catch (...) {
+          store.conn->rollback();
+          throw;
+        }
+        if (ok) {
+          count([](auto& c) { ++c.retried, ++c.handled; });
+          break;
+        }
+        count([](auto& c) { ++c.failures; });
+        if (tries >= options.max_attempts) {
+          store.in_tx([&](SqlTx& t) { store.repark(t, row.id, tries, error); });
+          if (!m.event.key.empty()) failed_keys.insert(m.event.key);
+          break;
+        }
+        if (!pause(backoff(tries))) return;
+      }
+    }
+  }
+
+  std::size_t run_once(const ConsumerHandler& handler) {
+    if (!loaded) load();
+    purge_if_due();
+    handle_retries(handler);
+    auto msgs = source.read(options.batch_size, options.poll);
+    if (msgs.empty()) return 0;
+    count([&](auto& c) { c.read += msgs.size(); });
+    process(msgs, handler);
+    return msgs.size();
+  }
+};
+
+Consumer::Consumer(Source& source, CheckpointStore& store, ConsumerOptions options)
+    : impl_(std::make_unique<Impl>(source, store, options)) {}
+Consumer::~Consumer() = default;
+
+std::size_t Consumer::run_once(const ConsumerHandler& handler) {
+  return impl_->run_once(handler);
+}
+
+void Consumer::run(const ConsumerHandler& handler) {
+  auto last_message = SteadyClock::now();
+  int errors_in_a_row = 0;
+  while (!impl_->stop_requested()) {
+    try {
+      std::size_t n = impl_->run_once(handler);
+      errors_in_a_row = 0;
+      if (n > 0) {
+        last_message = SteadyClock::now();
+      } else if (impl_->options.until_idle.count() > 0 &&
+                 SteadyClock::now() - last_message >= impl_->options.until_idle) {
+        return;
+      }
+    } catch (const Error& e) {
+      if (!e.retryable()) throw;
+      // Source or store outage: back off and try again (the batch replays from the checkpoint).
+      impl_->count([](auto& c) { ++c.errors; });
+      impl_->report("group '" + impl_->options.group + "': " + e.what() + " (retrying)");
+      impl_->loaded = false;
+      if (!impl_->pause(backoff_delay(++errors_in_a_row, Duration(100), Duration(5000)))) return;
+      last_message = SteadyClock::now();
+    }
+  }
+}
+
+void Consumer::stop() {
+  std::lock_guard lock(impl_->mu);
+  impl_->stopping = true;
+  impl_->wake.notify_all();
+}
+
+ConsumerCounters Consumer::counters() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->counters;
+}
+
+}  // namespace outpost

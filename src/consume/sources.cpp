@@ -1,0 +1,22 @@
+// open_source(): scheme dispatch to the sources this build has.
+
+#include "consume/sources.h"
+
+#include "outpost/error.h"
+
+namespace outpost {
+
+std::vector<std::string> source_schemes() {
+  return {"file"};
+}
+
+std::unique_ptr<Source> open_source(std::string_view text) {
+  auto url = core::Url::parse(text);
+  if (url.scheme() == "file") return consume::open_file_source(url);
+  std::string list;
+  for (const auto& s : source_schemes()) list += (list.empty() ? "" : ", ") + s;
+  throw ConfigError("bad source URL '" + url.redacted() + "': scheme '" + url.scheme() +
+                    "' is not supported by this build (supported: " + list + ")");
+}
+
+}  // namespace outpost

@@ -1,0 +1,13 @@
+#pragma once
+// Constructors of the sources open_source() dispatches to by scheme.
+
+#include <memory>
+
+#include "core/url.h"
+#include "outpost/consumer.h"
+
+namespace outpost::consume {
+
+std::unique_ptr<Source> open_file_source(const core::Url& url);
+
+}  // namespace outpost::consume

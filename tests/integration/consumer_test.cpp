@@ -1,0 +1,308 @@
+// Checkpointed consumers on the file source with SQLite and PostgreSQL checkpoint stores:
+// effects exactly once across duplicates and crashes before the commit, a partially written
+// last line, consumer dead letters (retry with backoff, parked with error/attempts/position/
+// payload, ordered and unordered keys, operator retry and discard), unparseable lines, and a
+// group bound to its log.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "consume/checkpoint_store.h"
+#include "consume/sql.h"
+#include "outpost/consumer.h"
+#include "outpost/error.h"
+#include "outpost/json.h"
+#include "outpost/sinks/file.h"
+#include "store_cases.h"
+
+namespace outpost {
+namespace {
+
+using namespace std::chrono_literals;
+using consume::SqlTx;
+using testing::unique_name;
+
+struct Crash : std::runtime_error {
+  Crash() : std::runtime_error("injected crash before commit") {}
+};
+
+class ConsumerTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    name_ = unique_name("ct");
+    log_ = testing::temp_dir() + "/" + name_ + ".jsonl";
+    if (GetParam() == "sqlite") {
+      store_url_ = "sqlite:" + testing::temp_dir() + "/" + name_ + ".db?prefix=" + name_;
+    } else {
+      auto url = testing::env("OUTPOST_TEST_PG_URL");
+      if (!url) {
+        if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set";
+        GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";
+      }
+      store_url_ = *url + "?prefix=" + name_;
+    }
+    store_ = open_checkpoint_store(store_url_);
+  }
+  void TearDown() override {
+    if (!store_) return;
+    try {
+      store_->impl().in_tx([&](SqlTx& tx) {
+        for (const char* t : {"_effects", "_checkpoints", "_dead", "_inbox"})
+          tx.exec(std::string("DROP TABLE IF EXISTS ") + name_ + t);
+      });
+    } catch (...) {
+    }
+  }
+
+  // Appends events to the log through the real file sink.
+  void append(const std::vector<Event>& events) {
+    auto sink = open_file_sink("file:" + log_);
+    std::vector<StoredEvent> stored;
+    for (const auto& e : events) {
+      StoredEvent s;
+      static_cast<Event&>(s) = e;
+      stored.push_back(s);
+    }
+    for (auto& r : sink->deliver(stored)) ASSERT_TRUE(r.ok()) << r.error;
+  }
+  void append_raw(const std::string& text) {
+    std::ofstream out(log_, std::ios::app | std::ios::binary);
+    out << text;
+  }
+
+  ConsumerOptions options() {
+    ConsumerOptions o;
+    o.group = "g1";
+    o.batch_size = 7;
+    o.max_attempts = 3;
+    o.backoff_base = 1ms;
+    o.backoff_max = 5ms;
+    o.poll = 20ms;
+    o.until_idle = 200ms;
+    return o;
+  }
+
+  // The handler under test: one effect row per event; payload {"fail":true} fails it.
+  ConsumerHandler recorder(std::set<std::string>* failing_keys = nullptr) {
+    return [this, failing_keys](ConsumerBatch& b) {
+      SqlTx tx(b.tx());
+      tx.exec("CREATE TABLE IF NOT EXISTS " + name_ +
+              "_effects (event_id TEXT, k TEXT, payload TEXT)");
+      for (std::size_t i = 0; i < b.size(); ++i) {
+        const auto& e = b[i].event;
+        if (failing_keys && failing_keys->count(e.key)) {
+          b.fail(i, "key " + e.key + " is failing");
+          continue;
+        }
+        tx.exec("INSERT INTO " + name_ + "_effects VALUES ($1, $2, $3)",
+                {e.id.str(), e.key, e.payload});
+      }
+    };
+  }
+
+  // event id -> number of effects, and payloads per key in effect order.
+  std::map<std::string, int> effects() {
+    std::map<std::string, int> out;
+    store_->impl().in_tx([&](SqlTx& tx) {
+      tx.exec("CREATE TABLE IF NOT EXISTS " + name_ +
+              "_effects (event_id TEXT, k TEXT, payload TEXT)");
+      for (auto& r : tx.query("SELECT event_id FROM " + name_ + "_effects")) ++out[*r[0]];
+    });
+    return out;
+  }
+
+  void run(ConsumerOptions o, const ConsumerHandler& h) {
+    auto source = open_source("file:" + log_);
+    Consumer c(*source, *store_, o);
+    c.run(h);
+    last_ = c.counters();
+  }
+
+  std::vector<Event> make(int n, const std::string& key_prefix = "k", int keys = 3) {
+    std::vector<Event> out;
+    for (int i = 0; i < n; ++i)
+      out.push_back(Event::make("ride", "{\"n\":" + std::to_string(i) + "}",
+                                key_prefix + std::to_string(i % keys)));
+    return out;
+  }
+
+  std::string name_, log_, store_url_;
+  std::unique_ptr<CheckpointStore> store_;
+  ConsumerCounters last_;
+};
+
+TEST_P(ConsumerTest, EveryEventOnceAcrossDuplicatesAndACrashBeforeCommit) {
+  auto events = make(40);
+  append(events);
+  append({events[3], events[4]});  // a double send
+  append(make(5));
+  // First run crashes before its third commit: its effects and checkpoint roll back together.
+  int commits = 0;
+  auto o = options();
+  o.before_commit = [&] {
+    if (++commits == 3) throw Crash();
+  };
+  EXPECT_THROW(run(o, recorder()), Crash);
+  auto cp = store_->group("g1");
+  ASSERT_TRUE(cp);
+  EXPECT_EQ(cp->position.empty(), false);
+  run(options(), recorder());
+  auto fx = effects();
+  EXPECT_EQ(fx.size(), 45u);
+  for (auto& [id, n] : fx) EXPECT_EQ(n, 1) << id;
+  EXPECT_EQ(last_.duplicates, 2u);
+  // Caught up: nothing more to read, lag 0.
+  auto source = open_source("file:" + log_);
+  EXPECT_EQ(source->lag(store_->group("g1")->position), 0);
+  EXPECT_EQ(source->lag(""), 47);
+  run(options(), recorder());
+  EXPECT_EQ(last_.read, 0u);
+}
+
+TEST_P(ConsumerTest, PartiallyWrittenLastLineWaitsForItsNewline) {
+  auto events = make(3);
+  std::string line = to_json(StoredEvent{events[2], 0, 0});
+  append({events[0], events[1]});
+  append_raw(line.substr(0, 20));
+  run(options(), recorder());
+  EXPECT_EQ(effects().size(), 2u);
+  append_raw(line.substr(20) + "\n");
+  run(options(), recorder());
+  EXPECT_EQ(effects().size(), 3u);
+  EXPECT_EQ(store_->dead("g1", 10).size(), 0u);
+}
+
+TEST_P(ConsumerTest, PoisonMessagesAreParkedOrderedKeysBehindThemThenRetriedAndDelivered) {
+  std::vector<Event> events;
+  for (int i = 0; i < 6; ++i)
+    events.push_back(
+        Event::make("ride", "{\"n\":" + std::to_string(i) + "}", i % 2 ? "bad" : "good"));
+  append(events);
+  append_raw("this is not json\n");
+  std::set<std::string> failing{"bad"};
+  run(options(), recorder(&failing));
+  auto fx = effects();
+  EXPECT_EQ(fx.size(), 3u) << "the good key flowed on";
+  auto dead = store_->dead("g1", 100);
+  ASSERT_EQ(dead.size(), 4u);
+  // The unparseable line is parked at once; the poison message after its attempts; the later
+  // messages of its key behind it.
+  EXPECT_NE(dead[0].error.find("not an outpost event"), std::string::npos) << dead[0].error;
+  EXPECT_EQ(dead[0].event_id, "");
+  EXPECT_EQ(dead[1].event_id, events[1].id.str());
+  EXPECT_EQ(dead[1].attempts, 3);
+  EXPECT_NE(dead[1].error.find("key bad is failing"), std::string::npos) << dead[1].error;
+  EXPECT_NE(dead[1].payload.find(events[1].id.str()), std::string::npos);
+  EXPECT_FALSE(dead[1].position.empty());
+  EXPECT_EQ(dead[2].event_id, events[3].id.str());
+  EXPECT_NE(dead[2].error.find("held behind"), std::string::npos) << dead[2].error;
+  EXPECT_EQ(dead[3].event_id, events[5].id.str());
+  EXPECT_EQ(store_->group("g1")->dead, 4);
+
+  // A duplicate of a parked message is skipped, not handled around it.
+  append({events[1]});
+  failing.clear();
+  run(options(), recorder(&failing));
+  EXPECT_EQ(effects().size(), 3u);
+
+  // The operator discards the garbage line and retries the rest: delivered in key order.
+  std::vector<std::string> garbage{std::to_string(dead[0].id)};
+  EXPECT_EQ(store_->discard("g1", garbage), 1u);
+  EXPECT_EQ(store_->retry_all("g1"), 3u);
+  run(options(), recorder(&failing));
+  fx = effects();
+  EXPECT_EQ(fx.size(), 6u);
+  for (auto& [id, n] : fx) EXPECT_EQ(n, 1) << id;
+  EXPECT_EQ(store_->dead("g1", 100).size(), 0u);
+  EXPECT_EQ(last_.retried, 3u);
+  std::vector<std::string> order;
+  store_->impl().in_tx([&](SqlTx& tx) {
+    for (auto& r : tx.query("SELECT payload FROM " + name_ + "_effects WHERE k = 'bad'"))
+      order.push_back(*r[0]);
+  });
+  EXPECT_EQ(order, (std::vector<std::string>{"{\"n\":1}", "{\"n\":3}", "{\"n\":5}"}));
+}
+
+TEST_P(ConsumerTest, UnorderedLetsLaterMessagesOfAParkedKeyFlow) {
+  std::vector<Event> events{Event::make("t", "{\"fail\":1}", "k"), Event::make("t", "{}", "k"),
+                            Event::make("t", "{}", "k")};
+  append(events);
+  auto o = options();
+  o.ordered = false;
+  ConsumerHandler h = [this, inner = recorder()](ConsumerBatch& b) {
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (b[i].event.payload == "{\"fail\":1}") b.fail(i, "poison");
+    // Record the others (a handler that skips its own failures keeps the rest).
+    SqlTx tx(b.tx());
+    tx.exec("CREATE TABLE IF NOT EXISTS " + name_ +
+            "_effects (event_id TEXT, k TEXT, payload TEXT)");
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (b[i].event.payload != "{\"fail\":1}")
+        tx.exec("INSERT INTO " + name_ + "_effects VALUES ($1, $2, $3)",
+                {b[i].event.id.str(), b[i].event.key, b[i].event.payload});
+  };
+  run(o, h);
+  EXPECT_EQ(effects().size(), 2u);
+  auto dead = store_->dead("g1", 10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].error, "poison");
+  EXPECT_EQ(store_->discard_all("g1"), 1u);
+}
+
+TEST_P(ConsumerTest, AThrowingHandlerIsNarrowedToTheMessageThatThrows) {
+  auto events = make(10, "k", 10);  // distinct keys: nothing is held behind the poison
+  append(events);
+  std::string poison = events[4].id.str();
+  int calls = 0;
+  ConsumerHandler h = [&, inner = recorder()](ConsumerBatch& b) {
+    ++calls;
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (b[i].event.id.str() == poison) throw std::runtime_error("boom");
+    inner(b);
+  };
+  auto o = options();
+  o.batch_size = 100;
+  run(o, h);
+  auto fx = effects();
+  EXPECT_EQ(fx.size(), 9u);
+  EXPECT_EQ(fx.count(poison), 0u);
+  auto dead = store_->dead("g1", 10);
+  ASSERT_GE(dead.size(), 1u);
+  EXPECT_EQ(dead[0].event_id, poison);
+  EXPECT_EQ(dead[0].error, "boom");
+}
+
+TEST_P(ConsumerTest, AGroupIsBoundToTheLogItReads) {
+  append(make(2));
+  run(options(), recorder());
+  std::string other = log_ + ".other";
+  auto source = open_source("file:" + other);
+  Consumer c(*source, *store_, options());
+  EXPECT_THROW(c.run(recorder()), ConfigError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ConsumerTest, ::testing::Values("sqlite", "postgres"),
+                         [](const auto& info) { return info.param; });
+
+TEST(ConsumerConfig, BadUrlsAndOptionsNameTheProblem) {
+  EXPECT_THROW(open_source("kafkaa://x/t"), ConfigError);
+  EXPECT_THROW(open_source("file:"), ConfigError);
+  EXPECT_THROW(open_source("file:x.jsonl?tail=1"), ConfigError);
+  EXPECT_THROW(validate_checkpoint_store_url("redis://x"), ConfigError);
+  EXPECT_THROW(validate_checkpoint_store_url("sqlite:x.db?prefix=a;b"), ConfigError);
+  EXPECT_THROW(validate_checkpoint_store_url("sqlite:x.db?prefx=a"), ConfigError);
+  EXPECT_NO_THROW(validate_checkpoint_store_url("postgresql://u:secret@h:1/db?prefix=c"));
+  try {
+    validate_checkpoint_store_url("postgresql://u:secret@h:1/db?bogus=1");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace outpost
