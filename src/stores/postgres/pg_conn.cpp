@@ -165,12 +165,6 @@ std::int32_t get_i32(const PGresult* r, int row, int col) {
   return static_cast<std::int32_t>(ntohl(v));
 }
 
-std::int16_t get_i16(const PGresult* r, int row, int col) {
-  std::uint16_t v;
-  std::memcpy(&v, PQgetvalue(r, row, col), 2);
-  return static_cast<std::int16_t>(ntohs(v));
-}
-
 std::string get_bytes(const PGresult* r, int row, int col) {
   return std::string(PQgetvalue(r, row, col), static_cast<std::size_t>(PQgetlength(r, row, col)));
 }

@@ -74,7 +74,6 @@ class Pool {
   };
 
   Lease get();
-  const Endpoint& endpoint() const { return ep_; }
 
  private:
   void put(std::unique_ptr<Conn> conn);
@@ -144,7 +143,6 @@ inline constexpr unsigned kTextOid = 25, kByteaOid = 17, kUuidOid = 2950, kTimes
 
 std::int64_t get_i64(const PGresult* r, int row, int col);
 std::int32_t get_i32(const PGresult* r, int row, int col);
-std::int16_t get_i16(const PGresult* r, int row, int col);
 std::string get_bytes(const PGresult* r, int row, int col);
 EventId get_uuid(const PGresult* r, int row, int col);
 TimePoint get_time(const PGresult* r, int row, int col);

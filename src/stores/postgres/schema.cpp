@@ -1,5 +1,7 @@
 #include "stores/postgres/schema.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 
@@ -157,6 +159,74 @@ std::string migration_v2(const Names& n) {
   // (and bottom-up index deletion was PostgreSQL's top CPU cost in the relay's claims). At 30
   // every claim update was HOT in the benchmark. Applies to pages written from now on.
   return "ALTER TABLE " + n.outbox + " SET (fillfactor = 30)";
+}
+
+void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
+  exec_simple(ep, pg, "BEGIN", "migrate");
+  try {
+    Params lock;  // held until COMMIT: concurrent first opens queue here
+    lock.text(n.schema + "." + n.table);
+    exec_params(ep, pg, "SELECT pg_advisory_xact_lock(hashtext($1))", lock, "migrate");
+    Params s;
+    s.text(n.schema);
+    auto has = exec_params(ep, pg, "SELECT 1 FROM pg_namespace WHERE nspname = $1", s, "migrate");
+    if (PQntuples(has.get()) == 0)
+      exec_simple(ep, pg, "CREATE SCHEMA " + n.q_schema, "create schema");
+    exec_simple(ep, pg,
+                "CREATE TABLE IF NOT EXISTS " + n.versions +
+                    " (tbl text PRIMARY KEY, version integer NOT NULL, "
+                    "updated_at timestamptz NOT NULL DEFAULT now())",
+                "migrate");
+    Params t;
+    t.text(n.table);
+    auto v =
+        exec_params(ep, pg, "SELECT version FROM " + n.versions + " WHERE tbl = $1", t, "migrate");
+    int version = PQntuples(v.get()) ? get_i32(v.get(), 0, 0) : 0;
+    if (version > kSchemaVersion)
+      throw Error(ErrorCode::corrupt, "postgres",
+                  "outbox " + n.outbox + " has schema version " + std::to_string(version) +
+                      ", newer than this build understands (" + std::to_string(kSchemaVersion) +
+                      ")");
+    if (version < 1) exec_simple(ep, pg, migration_v1(n), "migrate to v1");
+    if (version < 2) exec_simple(ep, pg, migration_v2(n), "migrate to v2");
+    if (version < kSchemaVersion) {
+      Params u;
+      u.text(n.table);
+      u.text(std::to_string(kSchemaVersion));
+      exec_params(ep, pg,
+                  "INSERT INTO " + n.versions +
+                      " (tbl, version) VALUES ($1, $2::int) ON CONFLICT (tbl) DO UPDATE "
+                      "SET version = EXCLUDED.version, updated_at = now()",
+                  u, "migrate");
+    }
+    exec_simple(ep, pg, "COMMIT", "migrate");
+  } catch (...) {
+    PQclear(PQexec(pg, "ROLLBACK"));
+    throw;
+  }
+}
+
+ArchiveMaintenance::ArchiveMaintenance(Pool& pool, const Endpoint& ep, const Names& n,
+                                       Duration retention, std::string width)
+    : pool_(pool),
+      ep_(ep),
+      sql_("SELECT " + n.maintain + "($1::bigint * interval '1 millisecond', $2)"),
+      retention_(retention),
+      width_(std::move(width)) {}
+
+void ArchiveMaintenance::run(bool force) {
+  using SteadyClock = std::chrono::steady_clock;
+  auto interval = std::chrono::duration_cast<SteadyClock::duration>(std::min<Duration>(
+      retention_.count() > 0 ? retention_ / 2 : Duration(60'000), Duration(60'000)));
+  auto t = SteadyClock::now();
+  auto last = last_run_.load();
+  if (!force && t - SteadyClock::time_point(SteadyClock::duration(last)) < interval) return;
+  last_run_ = t.time_since_epoch().count();
+  Params p;
+  p.text(std::to_string(retention_.count()));
+  p.text(width_);
+  auto c = pool_.get();
+  exec_prepared(ep_, *c, "maintain", sql_, p, "archive maintenance");
 }
 
 }  // namespace outpost::pg

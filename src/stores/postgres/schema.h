@@ -1,8 +1,13 @@
 #pragma once
-// The outbox schema (docs/postgres.md shows the same DDL for DBAs) and every statement the store
-// runs. Names are validated identifiers (core::require_identifier) and always double-quoted.
+// The outbox schema (docs/postgres.md shows the same DDL for DBAs), its migrations and the
+// archive maintenance. Names are validated identifiers (core::require_identifier) and always
+// double-quoted. The statements the relay runs are in sql.h.
 
+#include <atomic>
 #include <string>
+
+#include "outpost/event.h"
+#include "stores/postgres/pg_conn.h"
 
 namespace outpost::pg {
 
@@ -24,5 +29,29 @@ inline constexpr int kSchemaVersion = 2;
 // Migrations in order; migration_vN brings version N - 1 to N. Run under an advisory lock.
 std::string migration_v1(const Names& n);
 std::string migration_v2(const Names& n);
+
+// Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
+// under an advisory lock: concurrent first opens (several relays starting at once) queue there
+// instead of racing on CREATE ... IF NOT EXISTS. Throws Error(corrupt) for a newer version.
+void migrate(const Endpoint& ep, PGconn* conn, const Names& n);
+
+// Runs <table>_archive_maintain: creates this period's and the next period's archive partitions
+// and drops expired ones. Thread-safe.
+class ArchiveMaintenance {
+ public:
+  ArchiveMaintenance(Pool& pool, const Endpoint& ep, const Names& n, Duration retention,
+                     std::string width);
+  // Forced at open and when an ack found no partition; otherwise runs at most every
+  // retention / 2 (capped at a minute).
+  void run(bool force);
+
+ private:
+  Pool& pool_;
+  const Endpoint& ep_;
+  const std::string sql_;
+  const Duration retention_;
+  const std::string width_;
+  std::atomic<std::chrono::steady_clock::rep> last_run_{0};
+};
 
 }  // namespace outpost::pg

@@ -1,0 +1,94 @@
+#include "stores/postgres/config.h"
+
+#include <charconv>
+#include <cstdint>
+
+#include "core/names.h"
+#include "core/url.h"
+
+namespace outpost::pg {
+namespace {
+
+// "7d", "12h", "30m", "10s", "250ms"; a bare number is seconds.
+Duration parse_duration(const std::string& text, const std::string& what) {
+  std::int64_t n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  std::string unit(p, text.data() + text.size());
+  if (ec != std::errc() || n < 0)
+    throw ConfigError("parameter '" + what +
+                      "' must be a duration like 7d, 12h, 30m, 10s or 500ms, got '" + text + "'");
+  using namespace std::chrono;
+  if (unit == "ms") return Duration(n);
+  if (unit.empty() || unit == "s") return duration_cast<Duration>(seconds(n));
+  if (unit == "m") return duration_cast<Duration>(minutes(n));
+  if (unit == "h") return duration_cast<Duration>(hours(n));
+  if (unit == "d") return duration_cast<Duration>(hours(24 * n));
+  throw ConfigError("parameter '" + what + "' has an unknown unit '" + unit +
+                    "' (use ms, s, m, h or d)");
+}
+
+}  // namespace
+
+Config parse_config(std::string_view text, StoreOptions& options) {
+  auto url = core::Url::parse(text);
+  if (url.scheme() != "postgresql" && url.scheme() != "postgres")
+    throw ConfigError("not a postgresql:// URL: '" + url.redacted() + "'");
+  if (!url.hierarchical())
+    throw ConfigError("bad URL '" + url.redacted() + "': use postgresql://user@host:port/db");
+  Config c;
+  if (auto v = url.param("table")) c.table = *v;
+  if (auto v = url.param("schema")) c.schema = *v;
+  core::require_identifier(c.table, "table");
+  core::require_identifier(c.schema, "schema");
+  // Derived names (<table>_archive_pYYYYMMDDHH, ...) must stay within 63 characters.
+  if (c.table.size() > 40)
+    throw ConfigError("table '" + c.table +
+                      "' is invalid: at most 40 characters (derived names such as " + c.table +
+                      "_archive_pYYYYMMDDHH must fit PostgreSQL's 63)");
+  if (auto v = url.bool_param("archive")) options.archive = *v;
+  if (auto v = url.param("archive_retention"))
+    options.archive_retention = parse_duration(*v, "archive_retention");
+  if (auto v = url.param("archive_partition")) {
+    if (*v != "day" && *v != "hour")
+      throw ConfigError("parameter 'archive_partition' must be day or hour, got '" + *v + "'");
+    c.partition_width = *v;
+  }
+  if (auto v = url.int_param("pool", 1, 64)) c.pool = static_cast<std::size_t>(*v);
+
+  auto& ep = c.endpoint;
+  auto add = [&](std::string k, std::string v) {
+    ep.keys.push_back(std::move(k));
+    ep.values.push_back(std::move(v));
+  };
+  std::string hosts, ports;
+  for (const auto& hp : url.hosts()) {
+    hosts += (hosts.empty() ? "" : ",") + hp.host;
+    ports += (ports.empty() ? "" : ",") + std::to_string(hp.port ? hp.port : 5432);
+  }
+  if (!hosts.empty()) {
+    add("host", hosts);
+    add("port", ports);
+  }
+  std::string db = url.path();
+  if (!url.user().empty()) add("user", url.user());
+  if (!url.password().empty()) add("password", url.password());
+  if (!db.empty()) add("dbname", db);
+  bool timeout_given = false, app_given = false;
+  for (const char* k : {"connect_timeout", "sslmode", "sslrootcert", "sslcert", "sslkey",
+                        "application_name", "target_session_attrs"}) {
+    if (auto v = url.param(k)) {
+      add(k, *v);
+      timeout_given |= std::string_view(k) == "connect_timeout";
+      app_given |= std::string_view(k) == "application_name";
+    }
+  }
+  url.reject_unknown();
+  // A server that is down must fail fast, not hang the relay; libpq's default is forever.
+  if (!timeout_given) add("connect_timeout", "5");
+  if (!app_given) add("application_name", "outpost");
+  ep.where = (hosts.empty() ? std::string("local socket") : hosts + ":" + ports) +
+             (db.empty() ? "" : "/" + db) + (url.user().empty() ? "" : " as " + url.user());
+  return c;
+}
+
+}  // namespace outpost::pg

@@ -1,0 +1,26 @@
+#pragma once
+// The PostgreSQL store's URL: postgresql://user[:password]@host[:port][,host2...]/db?table=...
+// (docs/postgres.md lists the parameters). Parsed and checked before anything is opened.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "outpost/store.h"
+#include "stores/postgres/pg_conn.h"
+
+namespace outpost::pg {
+
+struct Config {
+  Endpoint endpoint;
+  std::string schema = "public";
+  std::string table = "outbox";
+  std::string partition_width = "day";
+  std::size_t pool = 8;
+};
+
+// Parses the URL into libpq connection keywords and the outbox's names; the archive parameters
+// go into `options`. Throws ConfigError naming the parameter (never the password).
+Config parse_config(std::string_view url, StoreOptions& options);
+
+}  // namespace outpost::pg

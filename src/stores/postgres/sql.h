@@ -1,0 +1,37 @@
+#pragma once
+// The text of every statement the store runs on the outbox, built once per store from its
+// (validated, quoted) names. Parameters are $n; claims carry a {max} placeholder for the batch
+// size (see PostgresStore::claim_stmt). docs/postgres.md explains each statement's shape.
+
+#include <string>
+
+#include "stores/postgres/schema.h"
+
+namespace outpost::pg {
+
+// Column list shared by the claim, list and dead reads; decoded in this order.
+inline constexpr const char* kEventColumns =
+    "seq, id, type, key, payload, occurred_at, headers, attempts";
+
+struct Sql {
+  explicit Sql(const Names& n);
+
+  std::string insert;         // $1..$6: arrays of id, type, key, payload, occurred_at, headers
+  std::string claim_any;      // $1 owner, $2 lease ms; {max}
+  std::string claim_ordered;  // same, only runs whose key head this statement locked
+  std::string ack;            // $1 owner, $2 seqs
+  std::string ack_archive;    // same, moving the rows to the archive
+  std::string nack;           // $1 owner, $2 seqs, $3 errors, $4 retry ms (-1: dead)
+  std::string release;        // $1 owner, $2 seqs
+  std::string renew;          // $1 owner, $2 seqs, $3 lease ms
+  std::string stats;          // $1: 1 when archiving
+  std::string list;           // $1 limit
+  std::string dead;           // $1 limit
+  std::string retry;          // $1 ids
+  std::string retry_all;
+  std::string discard;  // $1 ids
+  std::string discard_all;
+  std::string next_due;  // ms until the next retry falls due, or null
+};
+
+}  // namespace outpost::pg
