@@ -1,6 +1,8 @@
-// Redis Cluster failover: a private 6-node cluster (3 masters, 3 replicas) whose master for the
-// store's prefix is failed over to its replica while a relay runs. The relay must find the new
-// master by itself (MOVED from the old one, now a replica) and deliver every event.
+// Redis topology changes under the store. Cluster failover: a private 6-node cluster (3 masters,
+// 3 replicas) whose master for the store's prefix is failed over to its replica while a relay
+// runs; the relay must find the new master by itself (MOVED from the old one, now a replica) and
+// deliver every event. Slot migration: ASK redirects on a private 3-master cluster, through the
+// client itself (the store's scripts cannot run while their slot migrates: docs/redis.md).
 //
 // The failover is the graceful kind (CLUSTER FAILOVER on the replica: it first catches up with
 // its master), which is what a rolling upgrade or a planned switch does; an unplanned one
@@ -24,10 +26,12 @@
 #include <thread>
 #include <vector>
 
+#include "outpost/error.h"
 #include "outpost/relay.h"
 #include "outpost/stores/redis.h"
 #include "server_process.h"
 #include "store_cases.h"
+#include "stores/redis/redis_client.h"
 
 namespace outpost {
 namespace {
@@ -119,13 +123,13 @@ std::vector<Node> cluster_nodes(std::uint16_t port) {
   return nodes;
 }
 
-// A private cluster of `masters` masters with one replica each.
+// A private cluster of `masters` masters with `replicas` replicas each.
 class PrivateCluster {
  public:
-  explicit PrivateCluster(int masters)
-      : dir_(testing::temp_dir() + "/" + testing::unique_name("cl_")) {
+  explicit PrivateCluster(int masters, int replicas = 1)
+      : dir_(testing::temp_dir() + "/" + testing::unique_name("cl_")), replicas_(replicas) {
     std::filesystem::create_directories(dir_);
-    for (int i = 0; i < masters * 2; ++i) {
+    for (int i = 0; i < masters * (1 + replicas); ++i) {
       std::uint16_t p = 0;
       do {  // the cluster bus listens on port + 10000
         p = free_port();
@@ -144,7 +148,8 @@ class PrivateCluster {
       if (!wait_for_port(p, 10s)) throw std::runtime_error("redis-server did not start");
     std::string create = "redis-cli --cluster create";
     for (auto p : ports_) create += " 127.0.0.1:" + std::to_string(p);
-    create += " --cluster-replicas 1 --cluster-yes > " + dir_ + "/create.log 2>&1";
+    create += " --cluster-replicas " + std::to_string(replicas) + " --cluster-yes > " + dir_ +
+              "/create.log 2>&1";
     if (std::system(create.c_str()) != 0)
       throw std::runtime_error("redis-cli --cluster create failed: see " + dir_ + "/create.log");
     if (!eventually([&] { return healthy(); }, 30s))
@@ -159,7 +164,7 @@ class PrivateCluster {
       int replicas = 0;
       for (const auto& n : cluster_nodes(p))
         if (!n.master) ++replicas;
-      if (replicas * 2 != static_cast<int>(ports_.size())) return false;
+      if (replicas * (1 + replicas_) != static_cast<int>(ports_.size()) * replicas_) return false;
     }
     return true;
   }
@@ -175,6 +180,7 @@ class PrivateCluster {
 
  private:
   std::string dir_;
+  int replicas_;
   std::vector<std::uint16_t> ports_;
   std::vector<ServerProcess> servers_;
 };
@@ -285,6 +291,110 @@ TEST(RedisClusterFailover, RelayFollowsTheNewMasterAfterAFailoverAndLosesNothing
   auto s = store->stats();
   EXPECT_EQ(s.pending + s.leased, 0);
   EXPECT_EQ(s.dead, 0);
+}
+
+}  // namespace
+}  // namespace outpost
+
+namespace outpost {
+namespace {
+
+// --- slot migration: ASK ----------------------------------------------------------------------
+
+// The prefix's slot set migrating from its master to another one: a key the source does not
+// have is answered with ASK, and the client must send ASKING + the command to the target.
+struct Migration {
+  Node source, target;
+  int slot = 0;
+  std::string key;
+  Migration(std::uint16_t any_port, const std::string& k) : key(k) {
+    slot = static_cast<int>(command(any_port, "CLUSTER KEYSLOT " + key)->integer);
+    for (const auto& n : cluster_nodes(any_port)) {
+      if (!n.master) continue;
+      bool owns = false;
+      for (auto [lo, hi] : n.slots) owns = owns || (slot >= lo && slot <= hi);
+      if (owns)
+        source = n;
+      else if (target.port == 0)
+        target = n;
+    }
+    const std::string s = std::to_string(slot);
+    EXPECT_EQ(text_of(command(target.port, "CLUSTER SETSLOT " + s + " IMPORTING " + source.id)),
+              "OK");
+    EXPECT_EQ(text_of(command(source.port, "CLUSTER SETSLOT " + s + " MIGRATING " + target.id)),
+              "OK");
+  }
+  ~Migration() {
+    const std::string s = std::to_string(slot);
+    command(source.port, "CLUSTER SETSLOT " + s + " STABLE");
+    command(target.port, "CLUSTER SETSLOT " + s + " STABLE");
+  }
+  // The key's value on the target (read with ASKING, as the slot is still the source's).
+  std::string on_target() const {
+    Ctx c(redisConnect("127.0.0.1", target.port));
+    Reply(static_cast<redisReply*>(redisCommand(c.get(), "ASKING")));
+    return text_of(Reply(static_cast<redisReply*>(redisCommand(c.get(), "GET %s", key.c_str()))));
+  }
+};
+
+redis_store::ClientOptions client_options(std::uint16_t port, const std::string& key) {
+  redis_store::ClientOptions o;
+  o.seeds.push_back({"127.0.0.1", port});
+  o.slot_key = key;
+  return o;
+}
+
+bool have_redis() {
+  if (std::system("command -v redis-server >/dev/null && command -v redis-cli >/dev/null") == 0)
+    return true;
+  if (testing::require_all_endpoints()) ADD_FAILURE() << "redis-server / redis-cli not installed";
+  return false;
+}
+
+TEST(RedisClusterAsk, ACommandIsSentToTheAskTargetAfterAsking) {
+  if (!have_redis()) GTEST_SKIP() << "redis-server / redis-cli not installed";
+  PrivateCluster cluster(3, 0);
+  const std::string key = "{ask}:n";
+  Migration m(cluster.any_port(), key);
+  redis_store::Client client(client_options(cluster.any_port(), key));
+  std::string served_by;
+  auto r = client.command({"INCR", key}, /*idempotent=*/false, &served_by);
+  ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << redis_store::reply_string(r.get());
+  EXPECT_EQ(r->integer, 1);
+  EXPECT_EQ(served_by, "127.0.0.1:" + std::to_string(m.target.port));
+  EXPECT_EQ(m.on_target(), "1");
+
+  // A script the target never saw: its NOSCRIPT is answered by loading it there, not on the
+  // master (which has it, so reloading there would loop until the attempts run out).
+  command(m.target.port, "SCRIPT FLUSH");
+  redis_store::Script script{"incr", "return redis.call('INCR', KEYS[1])", {}, {}};
+  auto e = client.eval(script, key, {}, /*idempotent=*/false);
+  ASSERT_EQ(e->type, REDIS_REPLY_INTEGER) << redis_store::reply_string(e.get());
+  EXPECT_EQ(e->integer, 2);
+  EXPECT_EQ(m.on_target(), "2");
+}
+
+// ASKING and the command leave in one write: when the reply is lost (here: the target is paused
+// past the client's timeout), a non-idempotent command is in doubt, not a retryable connection
+// error that a caller would send again. (Whether it ran is up to the server: a command queued by
+// a client that has gone may be dropped or run.)
+TEST(RedisClusterAsk, ALostReplyAfterAskIsInDoubtForANonIdempotentCommand) {
+  if (!have_redis()) GTEST_SKIP() << "redis-server / redis-cli not installed";
+  PrivateCluster cluster(3, 0);
+  const std::string key = "{askdoubt}:n";
+  Migration m(cluster.any_port(), key);
+  auto o = client_options(m.source.port, key);  // the paused target must not be the seed
+  o.timeout = 300ms;
+  redis_store::Client client(o);
+  ASSERT_EQ(redis_store::reply_string(client.command({"PING"}).get()),
+            "PONG");  // the source is resolved
+  ASSERT_EQ(text_of(command(m.target.port, "CLIENT PAUSE 1500 ALL")), "OK");
+  try {
+    client.command({"INCR", key}, /*idempotent=*/false);
+    ADD_FAILURE() << "the command returned although the target was paused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::in_doubt) << e.what();
+  }
 }
 
 }  // namespace

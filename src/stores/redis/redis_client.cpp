@@ -89,35 +89,82 @@ std::string reply_error(const redisReply* r) {
   return std::string(r->str, r->len);
 }
 
+namespace {
+
+std::string first_word(std::string_view s) {
+  return std::string(s.substr(0, s.find(' ')));
+}
+
+std::string hiredis_error_name(int err) {
+  switch (err) {
+    case REDIS_ERR_IO:
+      return "REDIS_ERR_IO";
+    case REDIS_ERR_EOF:
+      return "REDIS_ERR_EOF";
+    case REDIS_ERR_PROTOCOL:
+      return "REDIS_ERR_PROTOCOL";
+    case REDIS_ERR_OOM:
+      return "REDIS_ERR_OOM";
+#ifdef REDIS_ERR_TIMEOUT
+    case REDIS_ERR_TIMEOUT:
+      return "REDIS_ERR_TIMEOUT";
+#endif
+    default:
+      return "REDIS_ERR";
+  }
+}
+
+}  // namespace
+
+void throw_failure(const Failure& f) {
+  const std::string backend(kBackend);
+  if (!f.reply_error.empty()) {
+    const std::string& err = f.reply_error;
+    const std::string code = first_word(err);
+    // The scripts' own errors, wherever the server put them in the reply.
+    for (auto [marker, ours] :
+         {std::pair{std::string_view("OUTPOST_DUPLICATE"), ErrorCode::conflict},
+          std::pair{std::string_view("OUTPOST_LAYOUT"), ErrorCode::corrupt}}) {
+      auto at = err.find(marker);
+      if (at != std::string::npos)
+        throw Error(ours, backend, err.substr(std::min(err.size(), at + marker.size() + 1)),
+                    std::string(marker));
+    }
+    if (code == "WRONGPASS" || code == "NOAUTH" || code == "NOPERM" ||
+        (code == "ERR" && err.find("AUTH") != std::string::npos))
+      throw ConfigError("redis: " + f.context + " failed (URL password): " + err, backend);
+    if (code == "OOM")
+      throw Error(ErrorCode::backend, backend,
+                  f.context + ": " + err + " (maxmemory reached; use noeviction)", code);
+    if (code == "LOADING" || code == "BUSY" || code == "MASTERDOWN" || code == "TRYAGAIN" ||
+        code == "CLUSTERDOWN" || code == "READONLY")
+      throw ConnectionError(backend, f.context + ": " + err, code);
+    throw Error(ErrorCode::backend, backend, f.context + ": " + err, code);
+  }
+  if (!f.ctx) throw ConnectionError(backend, f.context + ": out of memory", "REDIS_ERR_OOM");
+  const std::string why = f.context + ": " + (f.ctx->errstr[0] ? f.ctx->errstr : "no reply");
+  if (f.maybe_applied)
+    throw InDoubtError(backend, why + " (the write may or may not have taken effect)");
+  throw ConnectionError(backend, why, hiredis_error_name(f.ctx->err));
+}
+
 Client::Client(ClientOptions options)
     : options_(std::move(options)), slot_(key_slot(options_.slot_key)) {}
 
 Client::~Client() = default;
 
-bool Client::cluster() const {
+std::uint64_t Client::master_epoch() const {
   std::lock_guard lock(mu_);
-  return cluster_;
+  return master_epoch_;
 }
 
-std::string Client::describe() const {
-  std::lock_guard lock(mu_);
-  std::string seeds;
-  for (const auto& hp : options_.seeds) seeds += (seeds.empty() ? "" : ",") + addr_of(hp);
-  if (cluster_)
-    return "cluster " + seeds + " (slot " + std::to_string(slot_) + " on " + master_ + ")";
-  return seeds;
-}
-
-Context Client::connect_to(const core::HostPort& hp, bool select_db) {
+Context Client::connect_to(const core::HostPort& hp, const std::string& password, bool select_db) {
   const std::string addr = addr_of(hp);
   Context ctx(redisConnectWithTimeout(hp.host.c_str(), hp.port, to_timeval(options_.timeout)));
-  if (!ctx)
-    throw ConnectionError(std::string(kBackend), "cannot connect to " + addr + ": out of memory");
-  if (ctx->err)
-    throw ConnectionError(std::string(kBackend), "cannot connect to " + addr + ": " + ctx->errstr);
+  if (!ctx || ctx->err) throw_failure({"cannot connect to " + addr, {}, ctx.get()});
   redisSetTimeout(ctx.get(), to_timeval(options_.timeout));
   redisEnableKeepAlive(ctx.get());
-  auto run = [&](std::vector<std::string> args) {
+  auto run = [&](const std::string& what, std::vector<std::string> args) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
     for (auto& a : args) {
@@ -126,77 +173,125 @@ Context Client::connect_to(const core::HostPort& hp, bool select_db) {
     }
     Reply r(static_cast<redisReply*>(
         redisCommandArgv(ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
-    if (!r)
-      throw ConnectionError(std::string(kBackend),
-                            "connection to " + addr + " lost: " + ctx->errstr);
-    return r;
+    if (!r) throw_failure({what + " at " + addr, {}, ctx.get()});
+    if (auto e = reply_error(r.get()); !e.empty()) throw_failure({what + " at " + addr, e});
   };
-  if (!options_.password.empty()) {
-    auto r = run({"AUTH", options_.password});
-    if (auto e = reply_error(r.get()); !e.empty())
-      throw ConfigError("redis: AUTH at " + addr + " failed (URL password): " + e, "redis");
-  }
+  if (!password.empty()) run("AUTH", {"AUTH", password});
   if (select_db && options_.db != 0) {
-    auto r = run({"SELECT", std::to_string(options_.db)});
-    if (auto e = reply_error(r.get()); !e.empty())
-      throw ConfigError("redis: SELECT " + std::to_string(options_.db) + " at " + addr +
-                            " failed (URL path /db): " + e,
+    try {
+      run("SELECT", {"SELECT", std::to_string(options_.db)});
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::connection) throw;
+      throw ConfigError("redis: SELECT " + std::to_string(options_.db) + " failed (URL path /db " +
+                            "or parameter db): " + e.what(),
                         "redis");
+    }
   }
   return ctx;
+}
+
+// Standalone or cluster: CLUSTER SLOTS names the master of the slot, or says there is no cluster.
+bool Client::resolve_from_cluster(const core::HostPort& seed, std::string& last_error) {
+  Context ctx;
+  try {
+    ctx = connect_to(seed, options_.password, false);
+  } catch (const ConnectionError& e) {
+    last_error = e.what();
+    return false;
+  }
+  Reply r(static_cast<redisReply*>(redisCommand(ctx.get(), "CLUSTER SLOTS")));
+  if (!r) {
+    last_error = "connection to " + addr_of(seed) + " lost: " + ctx->errstr;
+    return false;
+  }
+  std::string err = reply_error(r.get());
+  if (!err.empty()) {
+    if (err.find("cluster support disabled") != std::string::npos) {
+      set_master(addr_of(seed));
+      return true;
+    }
+    last_error = addr_of(seed) + ": CLUSTER SLOTS: " + err;
+    return false;
+  }
+  for (std::size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; ++i) {
+    const redisReply* range = r->element[i];
+    if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
+    auto lo = reply_int(range->element[0]);
+    auto hi = reply_int(range->element[1]);
+    if (slot_ < lo || slot_ > hi) continue;
+    const redisReply* node = range->element[2];
+    if (node->type != REDIS_REPLY_ARRAY || node->elements < 2) continue;
+    core::HostPort hp;
+    hp.host = reply_string(node->element[0]);
+    if (hp.host.empty() || hp.host == "?") hp.host = seed.host;
+    hp.port = static_cast<std::uint16_t>(reply_int(node->element[1]));
+    if (options_.db != 0)
+      throw ConfigError("redis: a Redis Cluster has only database 0 (URL path /" +
+                            std::to_string(options_.db) + ")",
+                        "redis");
+    set_master(addr_of(hp));
+    return true;
+  }
+  last_error = addr_of(seed) + ": no master serves slot " + std::to_string(slot_);
+  return false;
+}
+
+// Sentinel: the sentinel names the group's master, which must also say it is one (ROLE): just
+// after a failover a sentinel may still name the old master, now a replica.
+bool Client::resolve_from_sentinel(const core::HostPort& sentinel, std::string& last_error) {
+  const std::string at = "sentinel " + addr_of(sentinel);
+  Context ctx;
+  try {
+    ctx = connect_to(sentinel, options_.sentinel_password, false);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    last_error = e.what();
+    return false;
+  }
+  const std::string& name = options_.sentinel_master;
+  Reply r(static_cast<redisReply*>(
+      redisCommand(ctx.get(), "SENTINEL get-master-addr-by-name %b", name.data(), name.size())));
+  if (!r) {
+    last_error = at + ": connection lost: " + ctx->errstr;
+    return false;
+  }
+  if (auto e = reply_error(r.get()); !e.empty()) {
+    last_error = at + ": " + e;
+    return false;
+  }
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+    last_error = at + " knows no master named '" + name + "' (URL path)";
+    return false;
+  }
+  core::HostPort hp;
+  hp.host = reply_string(r->element[0]);
+  hp.port = static_cast<std::uint16_t>(reply_int(r->element[1]));
+  Context node;
+  try {
+    node = connect_to(hp, options_.password, false);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    last_error = e.what();
+    return false;
+  }
+  Reply role(static_cast<redisReply*>(redisCommand(node.get(), "ROLE")));
+  if (!role || role->type != REDIS_REPLY_ARRAY || role->elements < 1 ||
+      reply_string(role->element[0]) != "master") {
+    last_error = at + " names " + addr_of(hp) + " as master '" + name + "', which is not (yet)";
+    return false;
+  }
+  set_master(addr_of(hp));
+  return true;
 }
 
 void Client::resolve() {
   std::string last_error;
   for (const auto& seed : options_.seeds) {
-    Context ctx;
-    try {
-      ctx = connect_to(seed, false);
-    } catch (const ConnectionError& e) {
-      last_error = e.what();
-      continue;
-    }
-    Reply r(static_cast<redisReply*>(redisCommand(ctx.get(), "CLUSTER SLOTS")));
-    if (!r) {
-      last_error = "connection to " + addr_of(seed) + " lost: " + ctx->errstr;
-      continue;
-    }
-    std::string err = reply_error(r.get());
-    if (!err.empty()) {
-      if (err.find("cluster support disabled") != std::string::npos) {
-        std::lock_guard lock(mu_);
-        cluster_ = false;
-        if (master_ != addr_of(seed)) ++master_epoch_;
-        master_ = addr_of(seed);
-        return;
-      }
-      last_error = addr_of(seed) + ": CLUSTER SLOTS: " + err;
-      continue;
-    }
-    if (r->type != REDIS_REPLY_ARRAY) continue;
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply* range = r->element[i];
-      if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
-      auto lo = reply_int(range->element[0]);
-      auto hi = reply_int(range->element[1]);
-      if (slot_ < lo || slot_ > hi) continue;
-      const redisReply* node = range->element[2];
-      if (node->type != REDIS_REPLY_ARRAY || node->elements < 2) continue;
-      core::HostPort hp;
-      hp.host = reply_string(node->element[0]);
-      if (hp.host.empty() || hp.host == "?") hp.host = seed.host;
-      hp.port = static_cast<std::uint16_t>(reply_int(node->element[1]));
-      if (options_.db != 0)
-        throw ConfigError("redis: a Redis Cluster has only database 0 (URL path /" +
-                              std::to_string(options_.db) + ")",
-                          "redis");
-      std::lock_guard lock(mu_);
-      cluster_ = true;
-      if (master_ != addr_of(hp)) ++master_epoch_;
-      master_ = addr_of(hp);
+    if (options_.sentinel_master.empty() ? resolve_from_cluster(seed, last_error)
+                                         : resolve_from_sentinel(seed, last_error))
       return;
-    }
-    last_error = addr_of(seed) + ": no master serves slot " + std::to_string(slot_);
   }
   throw ConnectionError(std::string(kBackend), "cannot reach Redis: " + last_error);
 }
@@ -207,8 +302,13 @@ void Client::set_master(std::string addr) {
   master_ = std::move(addr);
 }
 
+void Client::forget_master(const std::string& addr) {
+  std::lock_guard lock(mu_);
+  if (master_ == addr) master_.clear();
+}
+
 std::unique_ptr<Connection> Client::open(const std::string& addr) {
-  Context ctx = connect_to(parse_addr(addr), true);
+  Context ctx = connect_to(parse_addr(addr), options_.password, true);
   return std::make_unique<Connection>(*this, std::move(ctx), addr);
 }
 
@@ -231,9 +331,7 @@ std::unique_ptr<Connection> Client::acquire() {
   try {
     return open(master);
   } catch (const ConnectionError&) {
-    // The master may have moved (failover) or died: forget it so the next try re-resolves.
-    std::lock_guard lock(mu_);
-    if (master_ == master) master_.clear();
+    forget_master(master);  // it may have moved (failover) or died: the next try re-resolves
     throw;
   }
 }
@@ -245,21 +343,26 @@ void Client::give_back(std::unique_ptr<Connection> conn) {
   idle_.push_back(std::move(conn));
 }
 
-Context Client::connect_master() {
+Context Client::connect_master(std::uint64_t* epoch) {
   std::string master;
+  std::uint64_t seen = 0;
   {
     std::lock_guard lock(mu_);
     master = master_;
+    seen = master_epoch_;
   }
   if (master.empty()) {
     resolve();
     std::lock_guard lock(mu_);
     master = master_;
+    seen = master_epoch_;
   }
-  return connect_to(parse_addr(master), false);
+  if (epoch) *epoch = seen;
+  return connect_to(parse_addr(master), options_.password, false);
 }
 
-Reply Client::command(const std::vector<std::string_view>& args, bool idempotent) {
+Reply Client::command(const std::vector<std::string_view>& args, bool idempotent,
+                      std::string* served_by) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   argv.reserve(args.size());
@@ -271,36 +374,56 @@ Reply Client::command(const std::vector<std::string_view>& args, bool idempotent
   const int argc = static_cast<int>(argv.size());
   const auto deadline = std::chrono::steady_clock::now() + options_.retry;
   auto backoff = std::chrono::milliseconds(20);
-  auto wait_or_give_up = [&](const std::string& why) {
-    if (std::chrono::steady_clock::now() + backoff > deadline)
-      throw ConnectionError(std::string(kBackend), why);
+  auto pause_or_give_up = [&] {
+    if (std::chrono::steady_clock::now() + backoff > deadline) return false;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+    return true;
   };
+  std::string ask_target;  // after an ASK: the next try goes there, preceded by ASKING
   for (int redirects = 0;;) {
+    const bool asking = !ask_target.empty();
     std::unique_ptr<Connection> conn;
     try {
-      conn = acquire();
-    } catch (const ConnectionError& e) {
-      wait_or_give_up(e.what());  // nothing was sent: safe to try again
+      conn = asking ? open(ask_target) : acquire();
+    } catch (const ConnectionError&) {
+      ask_target.clear();  // nothing was sent: safe to try again (from the master)
+      if (!pause_or_give_up()) throw;
       continue;
     }
-    Reply r(
-        static_cast<redisReply*>(redisCommandArgv(conn->get(), argc, argv.data(), lens.data())));
-    if (!r) {
-      std::string why = "connection to " + conn->addr() + " lost: " + conn->get()->errstr;
-      {
-        std::lock_guard lock(mu_);
-        if (master_ == conn->addr()) master_.clear();  // re-resolve: maybe a failover
+    ask_target.clear();
+    // After ASK, ASKING and the command go out in one write: if a reply is lost, the command
+    // may have run, exactly as when the reply to a plain command is lost.
+    std::string asking_error;
+    if (asking) {
+      redisAppendCommand(conn->get(), "ASKING");
+      redisAppendCommandArgv(conn->get(), argc, argv.data(), lens.data());
+      void* raw = nullptr;
+      if (redisGetReply(conn->get(), &raw) == REDIS_OK) {
+        Reply ok(static_cast<redisReply*>(raw));
+        if (reply_string(ok.get()) != "OK")
+          asking_error = reply_error(ok.get()).empty() ? "unexpected reply" : reply_error(ok.get());
       }
-      if (!idempotent)
-        throw InDoubtError(std::string(kBackend),
-                           why + " (the write may or may not have taken effect)");
-      wait_or_give_up(why);
+    }
+    Reply r;
+    if (!conn->broken()) {
+      void* raw = nullptr;
+      if (asking) {
+        if (redisGetReply(conn->get(), &raw) == REDIS_OK) r.reset(static_cast<redisReply*>(raw));
+      } else {
+        r.reset(static_cast<redisReply*>(
+            redisCommandArgv(conn->get(), argc, argv.data(), lens.data())));
+      }
+    }
+    if (!r) {
+      const Failure lost{"connection to " + conn->addr() + " lost", {}, conn->get(), !idempotent};
+      forget_master(conn->addr());  // re-resolve: maybe a failover
+      if (!idempotent || !pause_or_give_up()) throw_failure(lost);
       continue;
     }
-    std::string err = reply_error(r.get());
+    const std::string err = reply_error(r.get());
     if (err.empty()) {
+      if (served_by) *served_by = conn->addr();
       give_back(std::move(conn));
       return r;
     }
@@ -309,30 +432,21 @@ Reply Client::command(const std::vector<std::string_view>& args, bool idempotent
       continue;
     }
     if (starts_with(err, "ASK ") && ++redirects <= kMaxRedirects) {
-      auto target = open(redirect_target(err));
-      redisAppendCommand(target->get(), "ASKING");
-      redisAppendCommandArgv(target->get(), argc, argv.data(), lens.data());
-      void* raw = nullptr;
-      if (redisGetReply(target->get(), &raw) != REDIS_OK)
-        throw ConnectionError(std::string(kBackend), "ASKING at " + target->addr() + " failed");
-      Reply asking(static_cast<redisReply*>(raw));
-      raw = nullptr;
-      if (redisGetReply(target->get(), &raw) != REDIS_OK)
-        throw InDoubtError(std::string(kBackend), "connection to " + target->addr() + " lost");
+      ask_target = redirect_target(err);  // this slot is migrating: this one command goes there
       give_back(std::move(conn));
-      return Reply(static_cast<redisReply*>(raw));
-    }
-    if (starts_with(err, "TRYAGAIN") || starts_with(err, "CLUSTERDOWN") ||
-        starts_with(err, "LOADING") || starts_with(err, "READONLY") ||
-        starts_with(err, "MASTERDOWN")) {
-      // A resharding, a failover in progress or a server loading its AOF: wait and re-resolve.
-      if (!starts_with(err, "LOADING")) {
-        std::lock_guard lock(mu_);
-        master_.clear();
-      }
-      wait_or_give_up(conn->addr() + ": " + err);
       continue;
     }
+    const std::string code = first_word(err);
+    if (code == "TRYAGAIN" || code == "CLUSTERDOWN" || code == "LOADING" || code == "READONLY" ||
+        code == "MASTERDOWN") {
+      // A resharding, a failover in progress or a server loading its AOF: wait and re-resolve.
+      if (code != "LOADING") forget_master(conn->addr());
+      if (!pause_or_give_up()) throw_failure({"at " + conn->addr(), err});
+      continue;
+    }
+    if (!asking_error.empty())
+      throw_failure({"ASKING at " + conn->addr() + ": " + asking_error, err});
+    if (served_by) *served_by = conn->addr();
     give_back(std::move(conn));
     return r;
   }
@@ -340,11 +454,21 @@ Reply Client::command(const std::vector<std::string_view>& args, bool idempotent
 
 Reply Client::eval(const Script& script, std::string_view key,
                    const std::vector<std::string_view>& argv, bool idempotent) {
-  auto load = [&]() {
-    Reply r = command({"SCRIPT", "LOAD", script.text});
-    if (auto e = reply_error(r.get()); !e.empty())
-      throw Error(ErrorCode::backend, std::string(kBackend),
-                  "SCRIPT LOAD " + std::string(script.name) + ": " + e);
+  const std::string name(script.name);
+  auto load = [&](const std::string& node) {
+    // On the node that said NOSCRIPT: the master, or the target of an ASK (a slot migration).
+    Reply r;
+    std::string at = "SCRIPT LOAD " + name;
+    if (node.empty()) {
+      r = command({"SCRIPT", "LOAD", script.text});
+    } else {
+      auto conn = open(node);
+      at += " at " + node;
+      r.reset(static_cast<redisReply*>(
+          redisCommand(conn->get(), "SCRIPT LOAD %b", script.text.data(), script.text.size())));
+      if (!r) throw_failure({at, {}, conn->get()});
+    }
+    if (auto e = reply_error(r.get()); !e.empty()) throw_failure({at, e});
     std::lock_guard lock(script.mu);
     script.sha = reply_string(r.get());
     return script.sha;
@@ -354,7 +478,7 @@ Reply Client::eval(const Script& script, std::string_view key,
     std::lock_guard lock(script.mu);
     sha = script.sha;
   }
-  if (sha.empty()) sha = load();
+  if (sha.empty()) sha = load({});
   std::vector<std::string_view> args;
   args.reserve(argv.size() + 4);
   args.push_back("EVALSHA");
@@ -363,25 +487,22 @@ Reply Client::eval(const Script& script, std::string_view key,
   args.push_back(key);
   args.insert(args.end(), argv.begin(), argv.end());
   for (int attempt = 0;; ++attempt) {
-    Reply r = command(args, idempotent);
+    std::string node;
+    Reply r = command(args, idempotent, &node);
     std::string err = reply_error(r.get());
     if (err.empty()) return r;
     if (starts_with(err, "NOSCRIPT") && attempt < 3) {
-      // The script cache was flushed (SCRIPT FLUSH, restart, failover): the script did not run.
-      sha = load();
+      // The script cache was flushed (SCRIPT FLUSH, restart, failover), or an ASK led to a node
+      // that never saw the script: it did not run.
+      {
+        std::lock_guard lock(mu_);
+        if (node == master_) node.clear();
+      }
+      sha = load(node);
       args[1] = sha;
       continue;
     }
-    if (err.find("OUTPOST_DUPLICATE") != std::string::npos)
-      throw Error(ErrorCode::conflict, std::string(kBackend),
-                  err.substr(err.find("OUTPOST_DUPLICATE") + 18));
-    if (err.find("OUTPOST_LAYOUT") != std::string::npos)  // an outbox of an older build
-      throw Error(ErrorCode::corrupt, std::string(kBackend),
-                  err.substr(err.find("OUTPOST_LAYOUT") + 15));
-    if (starts_with(err, "OOM"))
-      throw Error(ErrorCode::backend, std::string(kBackend),
-                  std::string(script.name) + ": " + err + " (maxmemory reached; use noeviction)");
-    throw Error(ErrorCode::backend, std::string(kBackend), std::string(script.name) + ": " + err);
+    throw_failure({name + " at " + node, err});
   }
 }
 

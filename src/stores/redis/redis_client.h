@@ -1,8 +1,10 @@
 #pragma once
 // A small hiredis client for the Redis store: owned contexts and replies, a node resolver for
-// standalone servers and Redis Cluster (the master of one hash slot: CLUSTER SLOTS, MOVED/ASK,
-// re-resolve after a failover), scripts by EVALSHA with reload on NOSCRIPT, and a connection
-// pool. Internal to src/stores/redis (the only place that includes hiredis.h).
+// standalone servers, Redis Cluster (the master of one hash slot: CLUSTER SLOTS, MOVED/ASK,
+// re-resolve after a failover) and Redis Sentinel (the master of a named group, asked again after
+// a failover), scripts by EVALSHA with reload on NOSCRIPT, a connection pool, and the one
+// function that maps Redis failures to outpost errors. Internal to src/stores/redis (the only
+// place that includes hiredis.h).
 //
 // Thread safety: Client is safe from any thread; a Connection is used by one thread at a time
 // (the pool hands it out exclusively).
@@ -39,10 +41,12 @@ using Context = std::unique_ptr<redisContext, ContextDeleter>;
 std::uint16_t key_slot(std::string_view key);
 
 struct ClientOptions {
-  std::vector<core::HostPort> seeds;        // one or more host:port; several = a cluster seed list
-  std::string password;                     // AUTH when non-empty
-  int db = 0;                               // SELECT (must be 0 on a cluster)
-  std::string slot_key;                     // the key whose slot's master we talk to
+  std::vector<core::HostPort> seeds;  // one or more host:port: servers, cluster seeds, sentinels
+  std::string sentinel_master;        // non-empty: the seeds are sentinels watching this master
+  std::string sentinel_password;      // AUTH at the sentinels when non-empty
+  std::string password;               // AUTH at the data nodes when non-empty
+  int db = 0;                         // SELECT (must be 0 on a cluster)
+  std::string slot_key;               // the key whose slot's master we talk to
   std::chrono::milliseconds timeout{5000};  // connect and per-command timeout
   std::chrono::milliseconds retry{2000};    // how long to keep reconnecting after a break
 };
@@ -80,8 +84,10 @@ class Client {
   // Runs one command (args are binary-safe). Follows MOVED/ASK and TRYAGAIN/LOADING/CLUSTERDOWN;
   // after a broken connection reconnects and re-sends when `idempotent`, else throws
   // InDoubtError when the command may have run. Server error replies other than redirects are
-  // returned to the caller (type REDIS_REPLY_ERROR).
-  Reply command(const std::vector<std::string_view>& args, bool idempotent = true);
+  // returned to the caller (type REDIS_REPLY_ERROR); `served_by` (when given) is set to the
+  // node that sent the reply (an ASK target is not the master).
+  Reply command(const std::vector<std::string_view>& args, bool idempotent = true,
+                std::string* served_by = nullptr);
 
   // EVALSHA with the script's SHA (SCRIPT LOAD first, and again after NOSCRIPT). `key` is
   // KEYS[1]. Error replies are thrown as Error(backend) with the script's name.
@@ -89,20 +95,25 @@ class Client {
              bool idempotent = true);
 
   // A new dedicated connection to the current master (for SUBSCRIBE); throws ConnectionError.
-  Context connect_master();
+  // `epoch` (when given) is set to master_epoch() of that master.
+  Context connect_master(std::uint64_t* epoch = nullptr);
+
+  // Changes whenever the master changes (failover, MOVED): a subscription made before is on a
+  // node that no longer gets the writes.
+  std::uint64_t master_epoch() const;
 
   const ClientOptions& options() const { return options_; }
-  bool cluster() const;
-  std::string describe() const;  // "127.0.0.1:6379" or "cluster 127.0.0.1:7000 (master ...)"
 
  private:
-  struct Pooled;
   std::unique_ptr<Connection> acquire();
   void give_back(std::unique_ptr<Connection> conn);
   std::unique_ptr<Connection> open(const std::string& addr);
-  Context connect_to(const core::HostPort& hp, bool select_db);
-  void resolve();  // finds the master of the slot; throws ConnectionError
+  Context connect_to(const core::HostPort& hp, const std::string& password, bool select_db);
+  void resolve();  // finds the master (of the slot, or of the sentinel group); ConnectionError
+  bool resolve_from_cluster(const core::HostPort& seed, std::string& last_error);
+  bool resolve_from_sentinel(const core::HostPort& sentinel, std::string& last_error);
   void set_master(std::string addr);
+  void forget_master(const std::string& addr);  // re-resolve next time (maybe a failover)
 
   const ClientOptions options_;
   const std::uint16_t slot_;
@@ -110,8 +121,24 @@ class Client {
   std::vector<std::unique_ptr<Connection>> idle_;  // guarded by mu_
   std::string master_;                             // guarded by mu_; "" = not resolved
   std::uint64_t master_epoch_ = 0;                 // guarded by mu_; bumps on every change
-  bool cluster_ = false;                           // guarded by mu_
 };
+
+// The one place where a Redis failure becomes an outpost error (model: redis-plus-plus
+// errors.cpp). `context` says what was done where ("EVALSHA claim at 127.0.0.1:7000").
+// - `reply_error` non-empty: the server's error reply; native_code is its first word (OOM,
+//   NOSCRIPT, WRONGPASS, ERR, OUTPOST_DUPLICATE, ...). Duplicate ids are conflict, an older
+//   layout corrupt, AUTH failures a ConfigError, LOADING/BUSY/MASTERDOWN/TRYAGAIN/CLUSTERDOWN/
+//   READONLY a retryable ConnectionError, the rest backend.
+// - else a connection failure of `ctx` (null: could not allocate one); native_code is hiredis'
+//   error name (REDIS_ERR_IO, REDIS_ERR_EOF, REDIS_ERR_TIMEOUT, ...). `maybe_applied`: a write
+//   was sent and its reply lost, so the error is InDoubtError, else ConnectionError.
+struct Failure {
+  std::string context;
+  std::string reply_error;
+  const redisContext* ctx = nullptr;
+  bool maybe_applied = false;
+};
+[[noreturn]] void throw_failure(const Failure& f);
 
 // Helpers over replies.
 std::string reply_string(const redisReply* r);

@@ -459,12 +459,10 @@ class RedisStore final : public Store {
     }
     Reply r(static_cast<redisReply*>(
         redisCommandArgv(ctx, static_cast<int>(cargv.size()), cargv.data(), lens.data())));
-    if (!r)
-      throw ConnectionError("redis", std::string("append in MULTI: connection lost: ") +
-                                         (ctx->err ? ctx->errstr : "no reply"));
+    // Nothing is applied before the caller's EXEC: a lost reply is not in doubt.
+    if (!r) throw_failure({"append in MULTI: connection lost", {}, ctx});
     if (r->type == REDIS_REPLY_STATUS && str(r.get()) == "QUEUED") return;
-    if (r->type == REDIS_REPLY_ERROR)
-      throw Error(ErrorCode::backend, "redis", "append in MULTI: " + str(r.get()));
+    if (r->type == REDIS_REPLY_ERROR) throw_failure({"append in MULTI", str(r.get())});
     // The server ran the EVAL at once: the context was not inside MULTI.
     throw ConfigError(
         "redis: TxHandle::redis_multi needs a context inside MULTI; the events were written "
@@ -580,14 +578,15 @@ class RedisStore final : public Store {
   // when woken by a message or interrupt. Connection problems end the wait early (spurious
   // wake-ups are allowed) after a short pause, so a down server does not spin the relay.
   bool listen_until(std::chrono::steady_clock::time_point deadline) {
-    if (!sub_ || sub_->err) {
+    // A subscription made before a failover listens on a node that gets no more emits.
+    if (!sub_ || sub_->err || sub_epoch_ != client_.master_epoch()) {
       sub_.reset();
       try {
-        sub_ = client_.connect_master();
+        sub_ = client_.connect_master(&sub_epoch_);
         const std::string channel = base_ + "wake";
         Reply r(static_cast<redisReply*>(
             redisCommand(sub_.get(), "SUBSCRIBE %b", channel.data(), channel.size())));
-        if (!r) throw ConnectionError("redis", "SUBSCRIBE failed");
+        if (!r) throw_failure({"SUBSCRIBE", {}, sub_.get()});
       } catch (const Error&) {
         sub_.reset();
         auto pause = std::min<std::chrono::steady_clock::duration>(
@@ -662,6 +661,7 @@ class RedisStore final : public Store {
   std::uint64_t interrupts_ = 0;  // guarded by wait_mu_
   bool listening_ = false;        // guarded by wait_mu_: one thread owns sub_ at a time
   Context sub_;                   // used only by the listening thread
+  std::uint64_t sub_epoch_ = 0;   // used only by the listening thread: sub_'s master epoch
 };
 
 }  // namespace
