@@ -400,6 +400,33 @@ TEST(PostgresStore, WaitForWorkReportsAFailingPoll) {
                             "_archive\" CASCADE");
 }
 
+// A sink's error text is not ours to choose (a webhook's body may be Latin-1 or binary), and a
+// nack that PostgreSQL refuses would leave the event to be redelivered for ever instead of
+// retried or dead-lettered. last_error is text: invalid UTF-8 and NUL bytes become U+FFFD.
+TEST(PostgresStore, NackKeepsAnyErrorTextAsValidUtf8) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("nackerr_");
+  auto store = open_postgres_store(with_table(shared_url(), table));
+  std::vector<Event> events{Event::make("t", "{}"), Event::make("t", "{}")};
+  store->append(events);
+  auto batch = store->claim(10, 30s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  const std::string latin1 = "caf\xe9 \"quoted\" \\ {a,b}";
+  const std::string nul = std::string("before\0after", 12) + " \xed\xa0\x80 \xf0\x9f\x98\x80";
+  std::vector<Nack> nacks{{batch.events[0].id, latin1, std::nullopt},
+                          {batch.events[1].id, nul, std::nullopt}};
+  EXPECT_EQ(store->nack(batch, nacks), 2u);
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 2u);
+  EXPECT_EQ(dead[0].last_error, "caf\xef\xbf\xbd \"quoted\" \\ {a,b}");
+  EXPECT_EQ(dead[1].last_error,
+            "before\xef\xbf\xbd" "after \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xf0\x9f\x98\x80");
+  store.reset();
+  auto conn = raw_connect(shared_url());
+  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                            "_archive\" CASCADE");
+}
+
 // --- relays against a private cluster ------------------------------------------------------------
 
 // Delivered ids, thread-safe, with a wait.
