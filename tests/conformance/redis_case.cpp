@@ -101,6 +101,7 @@ outpost::testing::StoreCase redis_case(std::string name, const char* var) {
             outpost::testing::StoreFixture f;
             f.store = outpost::open_redis_store(url, options);
             f.url = url;
+            f.single_writer = true;  // writer_lease defaults to true
             f.open_again = [url, options] {
               return std::shared_ptr<outpost::Store>(outpost::open_redis_store(url, options));
             };

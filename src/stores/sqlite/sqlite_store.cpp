@@ -1232,7 +1232,10 @@ class SqliteStore final : public Store {
     std::vector<Picked> picked;
     picked.reserve(std::min<std::size_t>(max, 4096));
     std::unordered_set<std::string, KeyHash, std::equal_to<>> blocked;
-    std::int64_t last_skip = 0;  // seq of the last claimable row held back behind its key
+    // A claimable row held back behind its key lies between two picked rows: the range UPDATE
+    // would lease it too, so the picked rows are leased one by one.
+    bool skip_after_pick = false;  // a row was held back after the first pick
+    bool skip_inside = false;      // ... and another row was picked after it
     bool truncated = false;
     std::size_t scanned = 0;
     {
@@ -1251,8 +1254,9 @@ class SqliteStore final : public Store {
           if (ordered && !key.empty() && sqlite3_column_int(s, 2) > 0 && !blocked.contains(key))
             blocked.emplace(key);
         } else if (ordered && !key.empty() && !blocked.empty() && blocked.contains(key)) {
-          last_skip = sqlite3_column_int64(s, 0);
+          skip_after_pick = !picked.empty();
         } else {
+          skip_inside = skip_inside || skip_after_pick;
           picked.push_back(
               {sqlite3_column_int64(s, 0), sqlite3_column_int(s, 2), std::string(key)});
           if (picked.size() >= max) break;
@@ -1267,7 +1271,7 @@ class SqliteStore final : public Store {
     if (picked.empty()) return;
 
     const std::int64_t first = picked.front().seq, last = picked.back().seq;
-    if (last_skip > first && last_skip < last) {
+    if (skip_inside) {
       // A held-back row lies inside the range: update the picked rows one by one.
       Use u(c.prepare(claim_one_sql_));
       for (const auto& p : picked) {

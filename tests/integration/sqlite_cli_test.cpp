@@ -1,0 +1,152 @@
+// The `outpost` command line on a SQLite outbox, black box: the scenarios of issue 10 as a user
+// runs them (a failing key must not stop other keys, also after SIGKILL of the relay holding
+// its lease).
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cli_process.h"
+#include "server_process.h"
+
+namespace outpost::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// A TCP port that accepts connections (the kernel's backlog) and never answers: an HTTP sink
+// pointed at it hangs in its request until its own timeout.
+class SilentPort {
+ public:
+  SilentPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+        ::listen(fd_, 16) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("silent port: socket setup failed");
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentPort() { ::close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+class SqliteCliTest : public ::testing::Test {
+ protected:
+  std::string store() const { return "sqlite:" + dir_ / "outbox.db"; }
+  std::string sink_path() const { return dir_ / "out.jsonl"; }
+
+  std::string emit(const std::string& key) {
+    auto r = run_cli({"emit", "--store", store(), "--type", "t", "--key", key, "--payload", "1"});
+    EXPECT_EQ(r.code, 0) << r.all();
+    auto ids = lines_of(r.out);
+    return ids.empty() ? std::string() : ids[0];
+  }
+
+  json stats() {
+    auto r = run_cli({"events", "--store", store(), "stats", "--json"});
+    EXPECT_EQ(r.code, 0) << r.all();
+    return r.code == 0 ? json::parse(r.out) : json::object();
+  }
+
+  // Polls `done` until it holds or `timeout` passes.
+  static bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
+
+  // After A1 is held back: emit B1, A2, C1, A3 one per transaction, run a relay into a file
+  // and expect B1 and C1 delivered, while A's events wait or follow in order.
+  void expect_other_keys_delivered() {
+    const std::string b1 = emit("B"), a2 = emit("A"), c1 = emit("C"), a3 = emit("A");
+    auto log = dir_ / "relay2.log";
+    CliProcess relay({"relay", "--store", store(), "--sink", "file:" + sink_path()}, log);
+    std::set<std::string> delivered;
+    std::vector<std::string> a_order;
+    auto read_sink = [&] {
+      delivered.clear();
+      a_order.clear();
+      for (const auto& line : lines_of(read_file(sink_path()))) {
+        auto e = json::parse(line);
+        delivered.insert(e["id"].get<std::string>());
+        if (e["key"] == "A") a_order.push_back(e["id"]);
+      }
+      return delivered.contains(b1) && delivered.contains(c1);
+    };
+    EXPECT_TRUE(eventually(read_sink, 30s))
+        << "B1 and C1 were not delivered while A1 is held back: " << read_file(log);
+    relay.signal(SIGTERM);
+    ASSERT_EQ(relay.wait(30s), 0) << read_file(log);
+    read_sink();
+    // A1 may have come due and been delivered meanwhile; then A's events are in order.
+    const std::vector<std::string> a_emitted{a1_, a2, a3};
+    EXPECT_EQ(a_order,
+              std::vector<std::string>(a_emitted.begin(), a_emitted.begin() + a_order.size()))
+        << read_file(log);
+    const std::string text = read_file(log);
+    EXPECT_NE(text.find("store errors 0)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("out of step"), std::string::npos) << text;
+  }
+
+  TempDir dir_;
+  std::string a1_;
+};
+
+TEST_F(SqliteCliTest, AFailingKeyDoesNotStopOtherKeys) {
+  a1_ = emit("A");
+  // A1 fails (nothing listens there) and its retry is minutes away.
+  std::string refused = "http://127.0.0.1:" + std::to_string(free_port()) + "/hook";
+  auto log = dir_ / "relay1.log";
+  {
+    CliProcess relay({"relay", "--store", store(), "--sink", refused, "--backoff-base-ms", "600000",
+                      "--backoff-max-ms", "600000", "--max-attempts", "10"},
+                     log);
+    // Claimed once (attempts 1) and no longer leased: it failed and waits for its retry.
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto lines = lines_of(run_cli({"events", "--store", store(), "list"}).out);
+          return lines.size() == 1 && json::parse(lines[0])["attempts"] == 1 &&
+                 stats().value("leased", -1) == 0;
+        },
+        30s))
+        << read_file(log);
+    relay.signal(SIGTERM);
+    ASSERT_EQ(relay.wait(30s), 0) << read_file(log);
+  }
+  expect_other_keys_delivered();
+}
+
+TEST_F(SqliteCliTest, ARelayKilledHoldingALeaseDoesNotStopOtherKeys) {
+  a1_ = emit("A");
+  // The relay leases A1 for ten minutes, hangs in the HTTP request, and is killed.
+  SilentPort silent;
+  std::string hangs =
+      "http://127.0.0.1:" + std::to_string(silent.port()) + "/hook?timeout_ms=600000";
+  CliProcess relay({"relay", "--store", store(), "--sink", hangs, "--lease-ms", "600000"},
+                   dir_ / "relay1.log");
+  ASSERT_TRUE(eventually([&] { return stats().value("leased", -1) == 1; }, 30s))
+      << read_file(dir_ / "relay1.log");
+  relay.signal(SIGKILL);
+  relay.wait(30s);
+  expect_other_keys_delivered();
+}
+
+}  // namespace
+}  // namespace outpost::testing
