@@ -17,6 +17,7 @@
 
 #include "baseline.h"
 #include "bench.h"
+#include "core/redact.h"
 #include "core/url.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
@@ -328,8 +329,10 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
   }
   BenchResult r;
   r.events = o.events;
-  out << "outpost bench: store " << o.store_url << ", sink "
-      << (o.sink_url.empty() ? std::string("in-process no-op handler") : o.sink_url) << "\n"
+  out << "outpost bench: store " << core::redact_url(o.store_url) << ", sink "
+      << (o.sink_url.empty() ? std::string("in-process no-op handler")
+                             : core::redact_url(o.sink_url))
+      << "\n"
       << "  " << o.events << " events of " << o.payload_bytes << " B, " << o.producers
       << " producer(s) x emit_many(" << o.emit_batch << "), " << o.relays << " relay(s), batch "
       << o.batch << ", " << (o.unordered ? "unordered" : "ordered") << ", " << o.keys << " keys\n"
@@ -504,8 +507,8 @@ std::string BenchResult::to_json(const BenchOptions& o) const {
     << ",\"backlog_small\":" << backlog_small
     << ",\"rss_backlog_large_mb\":" << num(rss_backlog_large_mb)
     << ",\"backlog_large\":" << backlog_large << ",\"baseline\":" << str(baseline_what)
-    << ",\"store\":" << str(core::Url::parse(o.store_url).redacted())
-    << ",\"sink\":" << str(o.sink_url.empty() ? "noop" : core::Url::parse(o.sink_url).redacted())
+    << ",\"store\":" << str(core::redact_url(o.store_url))
+    << ",\"sink\":" << str(o.sink_url.empty() ? "noop" : core::redact_url(o.sink_url))
     << ",\"producers\":" << o.producers << ",\"relays\":" << o.relays << ",\"batch\":" << o.batch
     << ",\"emit_batch\":" << o.emit_batch << ",\"payload_bytes\":" << o.payload_bytes
     << ",\"ordered\":" << (o.unordered ? "false" : "true")

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace outpost::cli {
 
@@ -21,6 +22,12 @@ Runner add_emit_command(CLI::App& root);
 Runner add_relay_command(CLI::App& root);
 Runner add_events_command(CLI::App& root);
 Runner add_bench_command(CLI::App& root);
+
+// Secrets (core/redact.h): main() registers every URL given on the command line or in
+// OUTPOST_STORE / OUTPOST_SINK before anything else, and everything the CLI prints about errors
+// (messages, log lines, metrics text, the summary) goes through redact().
+void register_secret_sources(int argc, char** argv);
+std::string redact(std::string_view text);
 
 // "Store URL schemes: sqlite, memory, ...\nSink URL schemes: file, http, https, ..."
 std::string supported_schemes_text();

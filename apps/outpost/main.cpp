@@ -6,6 +6,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "cli.h"
 #include "outpost/error.h"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   // Before anything else, and before any thread exists (cli.h): a stop signal from now on waits
   // for the command that handles it instead of killing the process half started.
   block_stop_signals();
+  register_secret_sources(argc, argv);
   CLI::App app{"outpost: transactional outbox and relay (emit, relay, inspect, benchmark)"};
   app.name("outpost");
   app.set_version_flag("--version", std::string("outpost ") + OUTPOST_VERSION);
@@ -60,7 +62,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0; everything else is a usage error.
-    int rc = app.exit(e);
+    std::ostringstream out, err;
+    int rc = app.exit(e, out, err);
+    std::cout << redact(out.str());
+    std::cerr << redact(err.str());
     if (rc != 0) {
       // CLI11 says "A subcommand is required" for a misspelt command: name what was not
       // understood.
@@ -68,9 +73,9 @@ int main(int argc, char** argv) {
       for (auto* sub : app.get_subcommands({}))
         for (auto& r : sub->remaining()) extra.push_back(r);
       if (!extra.empty()) {
-        std::cerr << "outpost: not understood:";
-        for (const auto& x : extra) std::cerr << " '" << x << "'";
-        std::cerr << "\n";
+        std::string text = "outpost: not understood:";
+        for (const auto& x : extra) text += " '" + x + "'";
+        std::cerr << redact(text) << "\n";
       }
     }
     return rc == 0 ? kExitOk : kExitUsage;
@@ -87,14 +92,14 @@ int main(int argc, char** argv) {
     std::cerr << "outpost: no subcommand\n";
     return kExitUsage;
   } catch (const outpost::ConfigError& e) {
-    std::cerr << "outpost: error: " << e.what() << "\n";
+    std::cerr << "outpost: error: " << redact(e.what()) << "\n";
     return kExitUsage;
   } catch (const outpost::Error& e) {
     std::cerr << "outpost: error (" << e.backend() << ", " << outpost::to_string(e.code())
-              << "): " << e.what() << "\n";
+              << "): " << redact(e.what()) << "\n";
     return kExitRuntime;
   } catch (const std::exception& e) {
-    std::cerr << "outpost: error: " << e.what() << "\n";
+    std::cerr << "outpost: error: " << redact(e.what()) << "\n";
     return kExitRuntime;
   }
 }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <thread>
 
+#include "cli.h"
 #include "outpost/error.h"
 
 namespace outpost::cli {
@@ -82,7 +83,7 @@ MetricsServer::MetricsServer(const std::string& addr, const Relay& relay, Store&
       stats = store.stats();
       ok = true;
     } catch (const std::exception& e) {
-      err = e.what();
+      err = redact(e.what());
     }
     res.set_content(metrics_text(relay.counters(), ok ? &stats : nullptr, err),
                     "text/plain; version=0.0.4");
@@ -93,7 +94,7 @@ MetricsServer::MetricsServer(const std::string& addr, const Relay& relay, Store&
       res.set_content("ok\n", "text/plain");
     } catch (const std::exception& e) {
       res.status = 503;
-      res.set_content(std::string("store unavailable: ") + e.what() + "\n", "text/plain");
+      res.set_content("store unavailable: " + redact(e.what()) + "\n", "text/plain");
     }
   });
   if (port == 0) {

@@ -46,7 +46,7 @@ class ErrorLog {
     if (quiet_) return;
     if (n <= 20 || n % 1000 == 0) {
       std::lock_guard lock(mu_);
-      std::cerr << "outpost relay: " << message;
+      std::cerr << "outpost relay: " << redact(message);
       if (n > 20) std::cerr << " (" << n << " errors so far)";
       std::cerr << "\n";
     }

@@ -2,13 +2,21 @@
 
 #include <charconv>
 
+#include "core/redact.h"
 #include "outpost/error.h"
 
 namespace outpost::core {
 namespace {
 
-[[noreturn]] void bad(const std::string& url, const std::string& what) {
-  throw ConfigError("bad URL '" + url + "': " + what);
+// Every message shows the URL through redact_url(): a URL that fails to parse may still carry a
+// password.
+[[noreturn]] void bad(std::string_view url, const std::string& what) {
+  throw ConfigError("bad URL '" + redact_url(url) + "': " + what);
+}
+
+// A parameter's value as quoted in a message: hidden when the parameter is a secret.
+std::string shown_value(std::string_view name, const std::string& value) {
+  return is_secret_name(name) ? std::string(kRedacted) : value;
 }
 
 int hexv(char c) {
@@ -72,7 +80,8 @@ Url Url::parse(std::string_view text) {
     while (!authority.empty()) {
       auto comma = authority.find(',');
       std::string_view hp = authority.substr(0, comma);
-      authority = comma == std::string_view::npos ? std::string_view{} : authority.substr(comma + 1);
+      authority =
+          comma == std::string_view::npos ? std::string_view{} : authority.substr(comma + 1);
       HostPort h;
       std::string_view port_text;
       if (hp.starts_with('[')) {  // [ipv6]:port
@@ -80,8 +89,10 @@ Url Url::parse(std::string_view text) {
         if (close == std::string_view::npos) bad(u.text_, "unterminated '[' in host");
         h.host = std::string(hp.substr(1, close - 1));
         std::string_view after = hp.substr(close + 1);
-        if (after.starts_with(':')) port_text = after.substr(1);
-        else if (!after.empty()) bad(u.text_, "unexpected text after ']' in host");
+        if (after.starts_with(':'))
+          port_text = after.substr(1);
+        else if (!after.empty())
+          bad(u.text_, "unexpected text after ']' in host");
       } else {
         auto pc = hp.rfind(':');
         h.host = std::string(hp.substr(0, pc));
@@ -130,8 +141,9 @@ std::optional<std::int64_t> Url::int_param(std::string_view name, std::int64_t m
   std::int64_t n = 0;
   auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
   if (ec != std::errc{} || p != v->data() + v->size() || n < min || n > max)
-    bad(redacted(), "parameter '" + std::string(name) + "' must be an integer in " +
-                        std::to_string(min) + ".." + std::to_string(max) + ", got '" + *v + "'");
+    bad(text_, "parameter '" + std::string(name) + "' must be an integer in " +
+                   std::to_string(min) + ".." + std::to_string(max) + ", got '" +
+                   shown_value(name, *v) + "'");
   return n;
 }
 
@@ -140,7 +152,8 @@ std::optional<bool> Url::bool_param(std::string_view name) const {
   if (!v) return std::nullopt;
   if (*v == "1" || *v == "true" || *v == "yes" || *v == "on" || v->empty()) return true;
   if (*v == "0" || *v == "false" || *v == "no" || *v == "off") return false;
-  bad(redacted(), "parameter '" + std::string(name) + "' must be true or false, got '" + *v + "'");
+  bad(text_, "parameter '" + std::string(name) + "' must be true or false, got '" +
+                 shown_value(name, *v) + "'");
 }
 
 void Url::reject_unknown() const {
@@ -148,8 +161,8 @@ void Url::reject_unknown() const {
     if (!known_.contains(k)) {
       std::string list;
       for (const auto& n : known_) list += (list.empty() ? "" : ", ") + n;
-      bad(redacted(), "unknown parameter '" + k + "'" +
-                          (list.empty() ? " (this URL takes none)" : " (known: " + list + ")"));
+      bad(text_, "unknown parameter '" + k + "'" +
+                     (list.empty() ? " (this URL takes none)" : " (known: " + list + ")"));
     }
   }
 }
@@ -165,14 +178,7 @@ std::string Url::host_list(std::uint16_t default_port) const {
 }
 
 std::string Url::redacted() const {
-  if (password_.empty()) return text_;
-  std::string out = text_;
-  auto at = out.find('@');
-  auto start = out.find("//");
-  if (at == std::string::npos || start == std::string::npos) return out;
-  auto pc = out.find(':', start + 2);
-  if (pc == std::string::npos || pc > at) return out;
-  return out.substr(0, pc + 1) + "***" + out.substr(at);
+  return redact_url(text_);
 }
 
 }  // namespace outpost::core

@@ -44,7 +44,7 @@ class Url {
 
   // "host:port,host:port"
   std::string host_list(std::uint16_t default_port) const;
-  // The URL with any password replaced by "***", for messages and logs.
+  // The URL with every secret replaced by "***" (core/redact.h), for messages and logs.
   std::string redacted() const;
 
  private:

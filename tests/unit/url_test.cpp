@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/redact.h"
 #include "core/url.h"
 #include "outpost/error.h"
 
@@ -86,6 +87,88 @@ TEST(UrlTest, PasswordIsRedactedInMessages) {
   std::string e = error_of([&] { u.int_param("batch", 1, 10); });
   EXPECT_EQ(e.find("hunter2"), std::string::npos) << e;
   EXPECT_EQ(Url::parse("redis://h:1/0").redacted(), "redis://h:1/0");
+}
+
+// The one redaction rule (core/redact.h) over every scheme: userinfo passwords, a userinfo
+// without a colon (a password for everything but PostgreSQL, where it is the role), and every
+// parameter whose name says it is a secret.
+TEST(RedactTest, EverySchemeHidesItsSecrets) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"sqlite:/var/x.db?password=pw1&table=t", "sqlite:/var/x.db?password=***&table=t"},
+      {"postgresql://app:pw1@db:5432/x", "postgresql://app:***@db:5432/x"},
+      {"postgres://app@db/x?password=pw1", "postgres://app@db/x?password=***"},
+      {"redis://pw1@h:6379/0", "redis://***@h:6379/0"},
+      {"redis://user:pw1@h:6379/0?prefix=p", "redis://user:***@h:6379/0?prefix=p"},
+      {"redis-stream://pw1@h/s?maxlen=5", "redis-stream://***@h/s?maxlen=5"},
+      {"memory:?token=pw1", "memory:?token=***"},
+      {"file:/tmp/o.jsonl?secret=pw1", "file:/tmp/o.jsonl?secret=***"},
+      {"http://u:pw1@h/hook?api_key=pw2&x=1", "http://u:***@h/hook?api_key=***&x=1"},
+      {"https://tok@h/hook?header.Authorization=Bearer%20pw1",
+       "https://***@h/hook?header.Authorization=***"},
+      {"kafka://b:9092/t?sasl.username=u&sasl.password=pw1&ssl.key.password=pw2",
+       "kafka://b:9092/t?sasl.username=u&sasl.password=***&ssl.key.password=***"},
+      {"kafka://b/t?sasl.oauthbearer.config=principal%3Dpw1",
+       "kafka://b/t?sasl.oauthbearer.config=***"},
+      {"nats://tok@h:4222/s?stream=S", "nats://***@h:4222/s?stream=S"},
+      {"nats://u:pw1@h/s?stream=S&client_secret=pw2",
+       "nats://u:***@h/s?stream=S&client_secret=***"},
+      {"amqp://u:pw1@h/vhost", "amqp://u:***@h/vhost"},
+      // Not parseable as a URL, still redacted: a password holding '?', '#', ':' or '@'.
+      {"redis://p?w#1@h:99999/0", "redis://***@h:99999/0"},
+      {"redis://u:p:w@1@h/0", "redis://u:***@h/0"},
+      {"sqlite:x.db?=1&password=pw1", "sqlite:x.db?=1&password=***"},
+      {"no-scheme?token=pw1", "no-scheme?token=***"},
+      {"redis://h:1/0", "redis://h:1/0"},
+  };
+  for (const auto& [url, shown] : cases) {
+    EXPECT_EQ(redact_url(url), shown) << url;
+    std::string via_parse;  // Url::redacted(), or the parse error's message
+    try {
+      via_parse = Url::parse(url).redacted();
+    } catch (const ConfigError& e) {
+      via_parse = e.what();
+    }
+    EXPECT_EQ(via_parse.find("pw"), std::string::npos) << via_parse;
+  }
+}
+
+TEST(RedactTest, SecretNames) {
+  for (std::string_view n :
+       {"password", "sasl.password", "ssl.key.password", "SSL.Keystore.Password", "token",
+        "access_token", "header.Authorization", "client_secret", "api_key", "apikey",
+        "header.X-Api-Key", "header.Cookie"})
+    EXPECT_TRUE(is_secret_name(n)) << n;
+  for (std::string_view n : {"prefix", "table", "stream", "sasl.username", "ssl.key.location",
+                             "header.X-Trace", "maxlen", "timeout_ms"})
+    EXPECT_FALSE(is_secret_name(n)) << n;
+}
+
+TEST(RedactTest, ParseErrorsNeverQuoteTheSecret) {
+  for (std::string_view url :
+       {"redis://pw1secret@h:99999/0", "redis://u:pw1secret@:1/0", "postgresql://u:pw1secret@[h/x",
+        "sqlite:x.db?password=pw1secret&=2", "redis://h/0?token=pw1secret"}) {
+    std::string e = error_of([&] {
+      auto u = Url::parse(url);
+      (void)u.int_param("timeout_ms", 1, 5);
+      (void)u.int_param("token", 1, 5);
+      u.reject_unknown();
+    });
+    EXPECT_NE(e, "(no error)") << url;
+    EXPECT_EQ(e.find("pw1secret"), std::string::npos) << e;
+  }
+}
+
+TEST(RedactTest, FreeTextLosesEveryKnownSecretValue) {
+  Redactor r;
+  r.add_url("kafka://b/t?sasl.password=p%40ssw0rd&x=1");
+  r.add_url("redis://hunter22@h/0");
+  r.add_url("sqlite:/tmp/x.db");  // nothing secret: no effect
+  r.add_url("redis://u:ab@h/0");  // too short to scrub in free text
+  EXPECT_EQ(r.redact("open kafka://b/t?sasl.password=p%40ssw0rd&x=1 failed"),
+            "open kafka://b/t?sasl.password=***&x=1 failed");
+  EXPECT_EQ(r.redact("librdkafka: bad value \"p@ssw0rd\""), "librdkafka: bad value \"***\"");
+  EXPECT_EQ(r.redact("AUTH hunter22 refused; hunter22"), "AUTH *** refused; ***");
+  EXPECT_EQ(r.redact("about a cab"), "about a cab");
 }
 
 }  // namespace

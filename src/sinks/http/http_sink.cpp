@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cloudevents.h"
+#include "core/redact.h"
 #include "core/url.h"
 #include "outpost/error.h"
 
@@ -100,6 +101,7 @@ std::size_t write_body(char* data, std::size_t size, std::size_t nmemb, void* us
 
 struct HttpConfig {
   std::string target;  // the URL to POST to, without our parameters
+  std::string shown;   // target as messages show it (core::redact_url)
   long timeout_ms = 10'000;
   std::size_t concurrency = 1;
   std::vector<std::pair<std::string, std::string>> headers;  // header.NAME=VALUE
@@ -274,7 +276,7 @@ class HttpSink final : public Sink {
       if (code == CURLE_OPERATION_TIMEDOUT)
         return DeliveryResult::failed("timeout after " + std::to_string(config_.timeout_ms) +
                                       " ms (timeout_ms): " + text);
-      return DeliveryResult::failed("POST " + config_.target + ": " + text);
+      return DeliveryResult::failed("POST " + config_.shown + ": " + text);
     }
     long status = 0;
     curl_easy_getinfo(req.easy.get(), CURLINFO_RESPONSE_CODE, &status);
@@ -409,6 +411,7 @@ std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& op
   }
   u.reject_unknown();
   config.target = target_url(url);
+  config.shown = core::redact_url(config.target);
   return std::make_unique<HttpSink>(std::move(config));
 }
 

@@ -332,9 +332,9 @@ namespace outpost {
 
 std::unique_ptr<Store> open_memory_store(std::string_view url, const StoreOptions& options) {
   auto u = core::Url::parse(url);
-  if (u.scheme() != "memory") throw ConfigError("not a memory: URL: '" + std::string(url) + "'");
+  if (u.scheme() != "memory") throw ConfigError("not a memory: URL: '" + u.redacted() + "'");
   if (!u.path().empty() || u.hierarchical())
-    throw ConfigError("bad URL '" + std::string(url) + "': memory: takes no path");
+    throw ConfigError("bad URL '" + u.redacted() + "': memory: takes no path");
   u.reject_unknown();
   return make_memory_store(options);
 }

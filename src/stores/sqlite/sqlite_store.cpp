@@ -1413,13 +1413,13 @@ std::unique_ptr<Store> make_sqlite_store(const SqliteOptions& options) {
 
 std::unique_ptr<Store> open_sqlite_store(std::string_view url, const StoreOptions& options) {
   auto u = core::Url::parse(url);
-  if (u.scheme() != "sqlite") throw ConfigError("not a sqlite: URL: '" + std::string(url) + "'");
+  if (u.scheme() != "sqlite") throw ConfigError("not a sqlite: URL: '" + u.redacted() + "'");
   SqliteOptions o;
   o.store = options;
   if (u.hierarchical()) {
     // sqlite:///abs/path is accepted as sqlite:/abs/path; a host is not.
     if (!u.hosts().empty())
-      throw ConfigError("bad URL '" + std::string(url) +
+      throw ConfigError("bad URL '" + u.redacted() +
                         "': sqlite URLs take a path, not a host (use sqlite:PATH or "
                         "sqlite:///abs/path)");
     o.path = "/" + u.path();
@@ -1427,7 +1427,7 @@ std::unique_ptr<Store> open_sqlite_store(std::string_view url, const StoreOption
     o.path = u.path();
   }
   if (o.path.empty() || o.path == "/")
-    throw ConfigError("bad URL '" + std::string(url) +
+    throw ConfigError("bad URL '" + u.redacted() +
                       "': missing database path (use sqlite:PATH or sqlite::memory:)");
   if (auto table = u.param("table")) o.table = *table;
   core::require_identifier(o.table, "table name (URL parameter 'table')");
@@ -1439,7 +1439,7 @@ std::unique_ptr<Store> open_sqlite_store(std::string_view url, const StoreOption
     else if (v == "full")
       o.synchronous_full = true;
     else
-      throw ConfigError("bad URL '" + std::string(url) +
+      throw ConfigError("bad URL '" + u.redacted() +
                         "': parameter 'synchronous' must be "
                         "normal or full, not '" +
                         *sync + "'");

@@ -1,0 +1,125 @@
+// The `outpost` command line at its edges, black box: secrets in store and sink URLs never
+// reach stdout or stderr on any scheme or error path (issue 10 defect 5).
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli_process.h"
+
+namespace outpost::testing {
+namespace {
+
+// Unique enough that it cannot appear in a message by chance; no character that URLs encode.
+constexpr const char* kSecret = "Zq7SekretPw9";
+
+struct Case {
+  std::vector<std::string> args;
+  int code;  // expected exit code
+};
+
+std::string with_secret(std::string text) {
+  for (auto p = text.find("PW"); p != std::string::npos; p = text.find("PW", p))
+    text.replace(p, 2, kSecret);
+  return text;
+}
+
+class CliSecretsTest : public ::testing::Test {
+ protected:
+  std::string store() const { return "sqlite:" + dir_ / "outbox.db"; }
+
+  void expect_no_secret(const Case& c) {
+    std::vector<std::string> args;
+    for (const auto& a : c.args) args.push_back(with_secret(a));
+    auto r = run_cli(args);
+    std::string cmd;
+    for (const auto& a : args) cmd += a + " ";
+    EXPECT_EQ(r.code, c.code) << cmd << "\n" << r.all();
+    EXPECT_FALSE(r.err.empty()) << cmd << ": an error path says something";
+    EXPECT_EQ(r.all().find(kSecret), std::string::npos) << cmd << "\n" << r.all();
+  }
+
+  TempDir dir_;
+};
+
+// Bad parameters, unreachable servers and unsupported schemes for every store scheme.
+TEST_F(CliSecretsTest, StoreUrlErrorsNeverPrintTheSecret) {
+  const std::string db = dir_ / "x.db";
+  const std::vector<Case> cases{
+      // bad parameter (exit 2)
+      {{"emit", "--store", "sqlite:" + db + "?password=PW&bogus=1", "--type", "t", "--payload",
+        "1"},
+       2},
+      {{"events", "--store", "postgresql://app:PW@127.0.0.1:1/db?bogus=1", "stats"}, 2},
+      {{"events", "--store", "postgres://app@127.0.0.1:1/db?password=PW", "stats"}, 2},
+      {{"events", "--store", "redis://PW@127.0.0.1:1/0?bogus=1", "stats"}, 2},
+      {{"events", "--store", "redis://user:PW@127.0.0.1:1/0?timeout_ms=x", "stats"}, 2},
+      {{"events", "--store", "redis://PW@127.0.0.1:99999/0", "stats"}, 2},
+      {{"events", "--store", "memory:?token=PW", "stats"}, 2},
+      // unreachable server (exit 1)
+      {{"events", "--store", "postgresql://app:PW@127.0.0.1:1/db", "stats"}, 1},
+      {{"events", "--store", "redis://PW@127.0.0.1:1/0", "stats"}, 1},
+      {{"events", "--store", "redis://user:PW@127.0.0.1:1/0", "stats"}, 1},
+      // unsupported scheme (exit 2)
+      {{"events", "--store", "amqp://user:PW@127.0.0.1:1/vhost", "stats"}, 2},
+      {{"events", "--store", "rediss://PW@127.0.0.1:1/0", "stats"}, 2},
+      // a flag's value that the parser echoes
+      {{"relay", "--store", "redis://PW@127.0.0.1:1/0", "--sink", "file:x", "--batch",
+        "redis://PW@h/0"},
+       2},
+      {{"emit", "--store=redis://PW@127.0.0.1:1/0", "--type", "t", "--payload", "1", "extra",
+        "redis://PW@h"},
+       2},
+  };
+  for (const auto& c : cases) expect_no_secret(c);
+}
+
+// Bad parameters and unsupported schemes for every sink scheme, and connection failures at open.
+TEST_F(CliSecretsTest, SinkUrlErrorsNeverPrintTheSecret) {
+  auto relay = [&](const std::string& sink, int code) {
+    return Case{{"relay", "--store", "memory:", "--sink", sink, "--until-empty"}, code};
+  };
+  const std::vector<Case> cases{
+      relay("file:" + dir_ / "o.jsonl?secret=PW", 2),
+      relay("http://user:PW@127.0.0.1:1/hook?header.Authorization=Bearer%20PW&concurrenc=2", 2),
+      relay("https://PW@127.0.0.1:1/hook?header.Authorization=PW&timeout_ms=0", 2),
+      relay("kafka://127.0.0.1:1/t?sasl.password=PW&no.such.property=1", 2),
+      relay("kafka://127.0.0.1:1/t?ssl.key.password=PW&bogus=1", 2),
+      relay("kafka://user:PW@127.0.0.1:1/t", 2),
+      relay("redis-stream://PW@127.0.0.1:1/s?bogus=1", 2),
+      relay("redis-stream://user:PW@127.0.0.1:1/s?maxlen=x", 2),
+      relay("nats://PW@127.0.0.1:1/s?stream=S&bogus=1", 2),
+      relay("nats://user:PW@127.0.0.1:1/s?bogus=1", 2),
+      relay("amqp://user:PW@127.0.0.1:1/x", 2),
+      relay("nats://PW@127.0.0.1:1/s?stream=S", 1),  // connects at open
+  };
+  for (const auto& c : cases) expect_no_secret(c);
+}
+
+// Delivery failures to an unreachable destination: the relay's error lines, its summary and the
+// dead letter's last_error (printed by `events dead`).
+TEST_F(CliSecretsTest, DeliveryFailuresNeverPrintTheSecret) {
+  const std::vector<std::string> sinks{
+      "http://user:PW@127.0.0.1:1/hook?token=PW&timeout_ms=2000",
+      "https://PW@127.0.0.1:1/hook?header.Authorization=Bearer%20PW&timeout_ms=2000",
+      "kafka://127.0.0.1:1/t?sasl.username=u&sasl.password=PW&timeout_ms=300",
+      "redis-stream://PW@127.0.0.1:1/s?timeout_ms=2000",
+  };
+  for (const auto& sink : sinks) {
+    auto e = run_cli({"emit", "--store", store(), "--type", "t", "--payload", "{}"});
+    ASSERT_EQ(e.code, 0) << e.all();
+    auto r = run_cli({"relay", "--store", store(), "--sink", with_secret(sink), "--until-empty",
+                      "--max-attempts", "1"});
+    EXPECT_EQ(r.code, 0) << sink << "\n" << r.all();
+    EXPECT_NE(r.err.find("dead"), std::string::npos) << r.all();
+    EXPECT_EQ(r.all().find(kSecret), std::string::npos) << sink << "\n" << r.all();
+  }
+  auto dead = run_cli({"events", "--store", store(), "dead"});
+  EXPECT_EQ(dead.code, 0) << dead.all();
+  EXPECT_EQ(lines_of(dead.out).size(), sinks.size()) << dead.out;
+  EXPECT_EQ(dead.all().find(kSecret), std::string::npos) << dead.all();
+}
+
+}  // namespace
+}  // namespace outpost::testing
