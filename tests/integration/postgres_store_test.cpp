@@ -420,7 +420,54 @@ TEST(PostgresStore, NackKeepsAnyErrorTextAsValidUtf8) {
   ASSERT_EQ(dead.size(), 2u);
   EXPECT_EQ(dead[0].last_error, "caf\xef\xbf\xbd \"quoted\" \\ {a,b}");
   EXPECT_EQ(dead[1].last_error,
-            "before\xef\xbf\xbd" "after \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xf0\x9f\x98\x80");
+            "before\xef\xbf\xbd"
+            "after \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xf0\x9f\x98\x80");
+  store.reset();
+  auto conn = raw_connect(shared_url());
+  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                            "_archive\" CASCADE");
+}
+
+// Values PostgreSQL refuses come back naming the event and the field, never as the backend's
+// words (index row sizes, encodings, parameter numbers), and nothing is written.
+TEST(PostgresStore, RefusedValuesNameTheEventAndField) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("refuse_");
+  auto store = open_postgres_store(with_table(shared_url(), table));
+  std::mt19937 rng(7);
+  std::string long_key;  // incompressible, so the index row cannot shrink below the limit
+  for (int i = 0; i < 3000; ++i) long_key += static_cast<char>('!' + rng() % 90);
+  Event bad_header = Event::make("t", "{}", "k");
+  bad_header.headers["h"] = std::string("a\0b", 3);
+  const std::vector<std::pair<std::vector<Event>, std::string>> cases{
+      {{Event::make("t", "{}", "k"), Event::make("t", "{}", long_key)}, "key"},
+      {{Event::make("t", "{}", std::string("k\0", 2))}, "key"},
+      {{Event::make("t", "{}", "caf\xe9")}, "key"},
+      {{Event::make(std::string("t\0", 2), "{}", "k")}, "type"},
+      {{Event::make("t", "{}", "k"), bad_header}, "header"},
+  };
+  for (const auto& [events, field] : cases) {
+    for (bool in_tx : {false, true}) {
+      std::string what;
+      try {
+        if (in_tx) {
+          auto conn = raw_connect(shared_url());
+          query_one(conn.get(), "BEGIN");
+          store->append(events, TxHandle::postgres(conn.get()));
+        } else {
+          store->append(events);
+        }
+      } catch (const Error& e) {
+        what = e.what();
+      }
+      SCOPED_TRACE(field + (in_tx ? " in the caller's transaction" : ""));
+      EXPECT_NE(what.find(field), std::string::npos) << what;
+      for (const char* backend_words :
+           {"index row", "btree", "invalid byte sequence", "Unicode escape", "parameter $"})
+        EXPECT_EQ(what.find(backend_words), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(store->stats().pending, 0);
   store.reset();
   auto conn = raw_connect(shared_url());
   query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +

@@ -28,6 +28,7 @@
 #include "stores/postgres/config.h"
 #include "stores/postgres/listener.h"
 #include "stores/postgres/pg_conn.h"
+#include "stores/postgres/refused.h"
 #include "stores/postgres/schema.h"
 #include "stores/postgres/session.h"
 #include "stores/postgres/sql.h"
@@ -59,40 +60,6 @@ std::string uuid_array_text(const std::vector<EventId>& ids) {
     out += ids[i].str();
   }
   out += '}';
-  return out;
-}
-
-// `bytes` as PostgreSQL text: each byte of an invalid UTF-8 sequence, and NUL (which text cannot
-// hold), becomes U+FFFD. For error texts we store but do not own (a sink's message may quote a
-// Latin-1 or binary response): refused by the server, the nack would fail on every redelivery.
-std::string as_text(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size());
-  for (std::size_t i = 0; i < bytes.size();) {
-    auto c = static_cast<unsigned char>(bytes[i]);
-    std::size_t n = c < 0x80                 ? 1
-                    : c >= 0xC2 && c <= 0xDF ? 2
-                    : c >= 0xE0 && c <= 0xEF ? 3
-                    : c >= 0xF0 && c <= 0xF4 ? 4
-                                             : 0;
-    bool ok = c != 0 && n > 0 && i + n <= bytes.size();
-    if (ok && n > 1) {
-      // The second byte's range excludes overlong forms, surrogates and code points > U+10FFFF.
-      unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-      unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-      auto c1 = static_cast<unsigned char>(bytes[i + 1]);
-      ok = c1 >= lo && c1 <= hi;
-      for (std::size_t k = 2; ok && k < n; ++k)
-        ok = (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
-    }
-    if (!ok) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
-    out.append(bytes.substr(i, n));
-    i += n;
-  }
   return out;
 }
 
@@ -181,8 +148,13 @@ class PostgresStore final : public Store {
                           "postgres");
       // The caller's connection: an unnamed statement, since we cannot track what is prepared
       // there (and a failed PREPARE would abort the caller's transaction).
-      auto r = pg::exec_params(config_.endpoint, conn, sql_.insert, params, "append");
-      check_inserted(r.get(), prepared.size());
+      try {
+        auto r = pg::exec_params(config_.endpoint, conn, sql_.insert, params, "append");
+        check_inserted(r.get(), prepared.size());
+      } catch (const Error& e) {
+        pg::throw_if_refused_value(e, prepared);
+        throw;
+      }
       return;
     }
     if (!tx.is_none())
@@ -198,6 +170,9 @@ class PostgresStore final : public Store {
       // the same ids (a duplicate id is reported as a conflict).
       throw InDoubtError("postgres",
                          std::string(e.what()) + " (the events may or may not have been written)");
+    } catch (const Error& e) {
+      pg::throw_if_refused_value(e, prepared);
+      throw;
     }
   }
 
@@ -423,7 +398,7 @@ class PostgresStore final : public Store {
       auto it = index.find(nk.id);
       if (it == index.end()) continue;
       seqs.push_back(it->second);
-      errors.push_back(as_text(nk.error));
+      errors.push_back(pg::as_text(nk.error));
       retry_ms.push_back(nk.retry_in ? std::max<std::int64_t>(nk.retry_in->count(), 0) : -1);
     }
     if (seqs.empty()) return std::nullopt;
