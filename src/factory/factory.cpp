@@ -56,6 +56,7 @@ const std::vector<Backend<Store, StoreOptions>>& store_backends() {
 #endif
 #ifdef OUTPOST_HAVE_REDIS
       {"redis", &open_redis_store},
+      {"redis-sentinel", &open_redis_store},
 #endif
 #ifdef OUTPOST_HAVE_MEMORY
       {"memory", &open_memory_store},

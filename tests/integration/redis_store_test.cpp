@@ -211,7 +211,22 @@ TEST(RedisStoreConfig, BadUrlsAreConfigErrorsNamingThePart) {
   EXPECT_NE(message("redis://127.0.0.1:6379/0?prefx=a").find("prefx"), std::string::npos);
   EXPECT_NE(message("redis://127.0.0.1:6379/x").find("database"), std::string::npos);
   EXPECT_NE(message("redis://127.0.0.1:6379/0?timeout_ms=0").find("timeout_ms"), std::string::npos);
+  EXPECT_NE(message("redis://127.0.0.1:6379/0?writer_lease_ms=10").find("writer_lease_ms"),
+            std::string::npos);
+  EXPECT_NE(message("redis-sentinel://127.0.0.1:26379/").find("master's name"), std::string::npos);
+  EXPECT_NE(message("redis-sentinel://127.0.0.1:26379/a%20b").find("master's name"),
+            std::string::npos);
+  EXPECT_NE(message("redis-sentinel://127.0.0.1:26379/m?db=16").find("db"), std::string::npos);
+  EXPECT_NE(message("redis-sentinel://:secret@127.0.0.1:26379/m?dbx=1").find("dbx"),
+            std::string::npos);
+  EXPECT_EQ(message("redis-sentinel://:secret@127.0.0.1:26379/m?dbx=1").find("secret"),
+            std::string::npos);
+  const std::string leak =
+      message("redis-sentinel://127.0.0.1:26379/m?sentinel_password=hunter2&bogus=1");
+  EXPECT_NE(leak.find("bogus"), std::string::npos);
+  EXPECT_EQ(leak.find("hunter2"), std::string::npos) << leak;
   EXPECT_NO_THROW(open_redis_store("redis://127.0.0.1:6379/0?prefix={outbox}"));
+  EXPECT_NO_THROW(open_redis_store("redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/m?db=1"));
 }
 
 TEST(RedisStoreFaults, ServerDownGivesAClearConnectionError) {

@@ -1,5 +1,6 @@
 #pragma once
-// The Redis store: `redis://[:password@]host:port[,host:port...]/db?prefix=outbox`.
+// The Redis store: `redis://[:password@]host:port[,host:port...]/db?prefix=outbox`, or through
+// Redis Sentinel: `redis-sentinel://[:password@]host:port[,host:port...]/MASTER?prefix=outbox`.
 //
 // Layout: every key of one outbox starts with the hash tag `{prefix}:` so all of them live in
 // one Redis Cluster slot and every Lua script touches one node. A hash per event, sorted sets
@@ -42,6 +43,10 @@ namespace outpost {
 // A URL with several host:port pairs is a Redis Cluster seed list; the master of the prefix's
 // slot is found with CLUSTER SLOTS, MOVED/ASK are followed, and a failover is recovered by
 // reconnecting and re-resolving. A single host that runs in cluster mode is detected too.
+// redis-sentinel://: the hosts are sentinels (default port 26379), the path the master's name;
+// the master is asked from them and again after a failover. Parameters as above, plus
+//   db=N               database number 0-15 (the path is the master's name)
+//   sentinel_password  AUTH at the sentinels (the URL's password is the master's)
 std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions& options = {});
 
 }  // namespace outpost

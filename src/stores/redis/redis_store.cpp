@@ -16,11 +16,11 @@
 #include <thread>
 
 #include "core/append_check.h"
-#include "core/url.h"
 #include "outpost/stores/redis.h"
 #include "stores/redis/redis_body.h"
 #include "stores/redis/redis_client.h"
 #include "stores/redis/redis_scripts.h"
+#include "stores/redis/redis_url.h"
 
 namespace outpost {
 namespace redis_store {
@@ -28,8 +28,6 @@ namespace {
 
 constexpr std::string_view kBackend = "redis";
 constexpr std::size_t kBulkChunk = 1000;  // ids per retry_all/discard_all script call
-// How long a crashed writer's lease keeps a standby waiting (URL parameter writer_lease_ms).
-constexpr Duration kDefaultWriterLease{4000};
 
 std::string with_prologue(const char* body) {
   return std::string(kPrologue) + body;
@@ -50,21 +48,6 @@ std::int64_t to_int(std::string_view s) {
 
 std::string str(const redisReply* r) {
   return reply_string(r);
-}
-
-std::string valid_prefix(std::string prefix) {
-  if (prefix.size() >= 2 && prefix.front() == '{' && prefix.back() == '}')
-    prefix = prefix.substr(1, prefix.size() - 2);
-  bool ok = !prefix.empty() && prefix.size() <= 100;
-  for (char c : prefix)
-    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '_' || c == '-' || c == '.');
-  if (!ok)
-    throw ConfigError("redis: prefix '" + prefix +
-                          "' is invalid (URL parameter prefix): use 1-100 characters "
-                          "[A-Za-z0-9_.-], optionally in braces",
-                      "redis");
-  return prefix;
 }
 
 std::string instance_token() {
@@ -668,35 +651,9 @@ class RedisStore final : public Store {
 }  // namespace redis_store
 
 std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions& options) {
-  auto u = core::Url::parse(url);
-  if (u.scheme() != "redis")
-    throw ConfigError("not a redis:// URL: '" + u.redacted() + "'", "redis");
-  if (!u.hierarchical() || u.hosts().empty() || u.hosts().front().host.empty())
-    throw ConfigError("bad URL '" + u.redacted() + "': redis:// needs host:port", "redis");
-  redis_store::ClientOptions co;
-  for (auto hp : u.hosts()) {
-    if (hp.port == 0) hp.port = 6379;
-    co.seeds.push_back(hp);
-  }
-  co.password = u.password();
-  if (!u.path().empty()) {
-    int db = -1;
-    auto [p, ec] = std::from_chars(u.path().data(), u.path().data() + u.path().size(), db);
-    if (ec != std::errc() || p != u.path().data() + u.path().size() || db < 0 || db > 15)
-      throw ConfigError("bad URL '" + u.redacted() +
-                            "': the path must be a database number 0-15, got '" + u.path() + "'",
-                        "redis");
-    co.db = db;
-  }
-  std::string prefix = redis_store::valid_prefix(u.param("prefix").value_or("outbox"));
-  if (auto t = u.int_param("timeout_ms", 1, 600'000)) co.timeout = std::chrono::milliseconds(*t);
-  bool writer_lease = u.bool_param("writer_lease").value_or(true);
-  Duration writer_lease_ms = redis_store::kDefaultWriterLease;
-  if (auto ms = u.int_param("writer_lease_ms", 100, 3'600'000)) writer_lease_ms = Duration(*ms);
-  u.reject_unknown();
-  co.slot_key = "{" + prefix + "}";
-  return std::make_unique<redis_store::RedisStore>(
-      std::move(co), std::move(prefix), writer_lease ? writer_lease_ms : Duration(0), options);
+  auto c = redis_store::parse_store_url(url);
+  return std::make_unique<redis_store::RedisStore>(std::move(c.client), std::move(c.prefix),
+                                                   c.writer_lease, options);
 }
 
 }  // namespace outpost

@@ -1,0 +1,26 @@
+#pragma once
+// The Redis store's URLs (include/outpost/stores/redis.h, docs/redis.md):
+//   redis://[:password@]host:port[,host:port...]/db?prefix=...          server or cluster seeds
+//   redis-sentinel://[:password@]host:port[,host:port...]/MASTER?prefix=...   sentinels
+// Every bad part is a ConfigError naming it, before anything is connected.
+
+#include <string>
+#include <string_view>
+
+#include "outpost/store.h"
+#include "stores/redis/redis_client.h"
+
+namespace outpost::redis_store {
+
+// How long a crashed writer's lease keeps a standby waiting (URL parameter writer_lease_ms).
+inline constexpr Duration kDefaultWriterLease{4000};
+
+struct StoreConfig {
+  ClientOptions client;
+  std::string prefix;       // without braces
+  Duration writer_lease{};  // 0: no writer lease (writer_lease=false)
+};
+
+StoreConfig parse_store_url(std::string_view url);
+
+}  // namespace outpost::redis_store
