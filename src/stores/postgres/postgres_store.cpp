@@ -12,7 +12,8 @@
 //
 // Around this file: config.h (the URL), sql.h (the statements' text), session.h (the relay's
 // connection and its pipelines), listener.h (LISTEN/NOTIFY wake-ups), schema.h (DDL, migration,
-// archive maintenance), pg_conn.h (libpq plumbing and error mapping).
+// archive maintenance), refused.h (values the server refuses, in our words), pg_conn.h (libpq
+// plumbing and error mapping).
 
 #include <algorithm>
 #include <atomic>
