@@ -1,0 +1,79 @@
+-- ack(fence, owner, archive, retention_ms, A, i0, n_ids, k0, n_keys): acks the ids A[i0 ..
+-- i0 + n_ids - 1] still leased by `owner`; A[k0 .. k0 + n_keys - 1] are the distinct keys of the
+-- acked events as claimed (whose tails may name one of them), or the one entry "?" (unknown:
+-- read from the bodies). Indices into ARGV, so the settle script passes its arguments uncopied.
+-- Returns count or -1 when fenced off (the writer lease changed hands since the claim).
+local function ack(fence, owner, archive, retention, A, i0, n_ids, k0, n_keys)
+if not fence_ok(fence) then return -1 end
+local own = B .. 'v3:own'
+local now = 0
+if archive then now = now_ms() end
+local ids, seen = {}, {}
+for i = i0, i0 + n_ids - 1 do
+  local id = A[i]
+  if not seen[id] then
+    seen[id] = true
+    ids[#ids + 1] = id
+  end
+end
+-- Leased by `owner`: its own value ends in " <owner>" (no string is built per event).
+local owns = hmget_all(own, ids)
+local tag = ' ' .. owner
+local done, is_done = {}, {}
+for j, id in ipairs(ids) do
+  local v = owns[j]
+  if v and #v > #tag and string.find(v, tag, #v - #tag + 1, true) then
+    done[#done + 1] = id
+    is_done[id] = true
+  end
+end
+local n = #done
+if n == 0 then return 0 end
+-- The keys whose last event is delivered start a new chain. Ids are unique, so a tail that
+-- names any acked id is one of them.
+local keys = {}
+if n_keys == 1 and A[k0] == '?' then
+  local bodies, kseen = hmget_all(B .. 'v3:body', done), {}
+  for j = 1, n do
+    local k = body_key(bodies[j])
+    if k and k ~= '' and not kseen[k] then
+      kseen[k] = true
+      keys[#keys + 1] = k
+    end
+  end
+else
+  for i = k0, k0 + n_keys - 1 do keys[#keys + 1] = A[i] end
+end
+if #keys > 0 then
+  local cur = hmget_all(B .. 'v3:tail', keys)
+  local del = {}
+  for j, k in ipairs(keys) do
+    if cur[j] and is_done[split_link(cur[j])] then del[#del + 1] = k end
+  end
+  bulk('HDEL', B .. 'v3:tail', del)
+end
+-- Usually all leased; some are back in pending only after a lease recovery.
+if bulk('ZREM', B .. 'v3:leased', done) < n then bulk('ZREM', B .. 'v3:pending', done) end
+bulk('ZREM', B .. 'v3:live', done)
+bulk('HDEL', own, done)
+if archive then
+  local bodies = hmget_all(B .. 'v3:body', done)
+  local keep, az = {}, {}
+  for j, id in ipairs(done) do
+    keep[#keep + 1] = id; keep[#keep + 1] = bodies[j] or ''
+    az[#az + 1] = now; az[#az + 1] = id
+  end
+  bulk('HSET', B .. 'v3:archived', keep)
+  bulk('ZADD', B .. 'v3:archive', az)
+  if retention > 0 then
+    local old =
+        redis.call('ZRANGEBYSCORE', B .. 'v3:archive', '-inf', now - retention, 'LIMIT', 0, 1000)
+    bulk('HDEL', B .. 'v3:archived', old)
+    bulk('ZREM', B .. 'v3:archive', old)
+  end
+end
+bulk('HDEL', B .. 'v3:body', done)
+bulk('HDEL', B .. 'v3:link', done)
+bulk('HDEL', B .. 'v3:error', done)
+return n
+end

@@ -1,0 +1,221 @@
+-- claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0),
+-- owner, scan_limit, writer_lease_ms.
+-- Returns {fence, hint_ms, id, body, seq, attempts, ...}.
+-- fence -1: the writer lease is held by another Store (hint = its remaining ms).
+-- hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
+-- Ordered: events in due-time (then emit) order, each taken only after its key's previous event
+-- (see "tail" in redis_scripts.h). Every read and write of a batch's events is one bulk command.
+local function claim(A)
+local token, max, lease = A[2], tonumber(A[3]), tonumber(A[4])
+local ordered, owner, scan_limit = A[5] == '1', A[6], tonumber(A[7])
+local writer_ms = tonumber(A[8])
+local now = now_ms()
+local pending, leased = B .. 'v3:pending', B .. 'v3:leased'
+local fence = 0
+if token ~= '' then
+  local lock = B .. 'lock'
+  local cur = redis.call('GET', lock)
+  if not cur then
+    local w = redis.call('HMGET', B .. 'writer', 'owner', 'fence')
+    fence = tonumber(w[2]) or 0
+    if w[1] ~= token then
+      fence = redis.call('HINCRBY', B .. 'writer', 'fence', 1)
+      redis.call('HSET', B .. 'writer', 'owner', token)
+    end
+    redis.call('SET', lock, token, 'PX', writer_ms)
+  elseif cur == token then
+    if redis.call('PTTL', lock) < writer_ms then redis.call('PEXPIRE', lock, writer_ms) end
+    fence = tonumber(redis.call('HGET', B .. 'writer', 'fence'))
+  else
+    return {-1, redis.call('PTTL', lock)}
+  end
+end
+-- Recover expired leases (bounded per call; the key walk below also takes expired ones).
+local expired = redis.call('ZRANGEBYSCORE', leased, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1000)
+for i = 1, #expired, 2 do
+  redis.call('ZREM', leased, expired[i])
+  redis.call('ZADD', pending, expired[i + 1], expired[i])
+end
+local picked, taken = {}, {}
+local function take(id)
+  picked[#picked + 1] = id; taken[id] = true
+end
+-- Predecessor links ('' = none): read for a whole scan window with one HMGET, else one by one
+-- (a chain walk back from a late-scanned event).
+local links = {}
+local function read_links(w)
+  local need = {}
+  for _, id in ipairs(w) do
+    if links[id] == nil then need[#need + 1] = id end
+  end
+  if #need == 0 then return end
+  local r = hmget_all(B .. 'v3:link', need)
+  for j, id in ipairs(need) do links[id] = r[j] or '' end
+end
+local function link_of(id)
+  local q = links[id]
+  if q == nil then
+    q = redis.call('HGET', B .. 'v3:link', id) or ''
+    links[id] = q
+  end
+  return q
+end
+-- Ordered mode: an event is taken when it has no predecessor, or its predecessor is taken by
+-- this claim (earlier in scan order), or is no longer live (live score = its seq; a different
+-- score is a later event that reused the id). One ZMSCORE per window checks the predecessors.
+-- A live predecessor scanned later (a recovered lease or a retry scores later than the events
+-- behind it) is taken first with its own due predecessors, as the key's run in order.
+local blocked = {}
+local function due(id)
+  local s = redis.call('ZSCORE', pending, id) or redis.call('ZSCORE', leased, id)
+  return s and tonumber(s) <= now
+end
+local function take_chain(id, pid, pseq)
+  local chain = {}
+  local room = max - #picked - 1
+  while not taken[pid] do
+    local s = redis.call('ZSCORE', B .. 'v3:live', pid)
+    if not s or tonumber(s) ~= pseq then break end  -- delivered or dead: the chain ends
+    if blocked[pid] or #chain >= room or not due(pid) then
+      blocked[id] = true
+      for _, c in ipairs(chain) do blocked[c] = true end
+      return
+    end
+    chain[#chain + 1] = pid
+    local q = link_of(pid)
+    if q == '' then break end
+    local p2, s2 = split_link(q)
+    pid, pseq = p2, tonumber(s2)
+  end
+  for x = #chain, 1, -1 do take(chain[x]) end
+  take(id)
+end
+local function take_window(w)
+  if not ordered then
+    for _, id in ipairs(w) do take(id) end
+    return
+  end
+  read_links(w)
+  local pl, ask = {}, {}
+  for j, id in ipairs(w) do
+    local q = links[id]
+    if q ~= '' then
+      local pid, pseq = split_link(q)
+      pl[j] = {pid, tonumber(pseq)}
+      if not taken[pid] then ask[#ask + 1] = pid end
+    end
+  end
+  local scores, is_due = {}, {}
+  if #ask > 0 then
+    local r = mget_all('ZMSCORE', B .. 'v3:live', ask)
+    local alive = {}
+    for j, pid in ipairs(ask) do
+      scores[pid] = r[j]
+      if r[j] then alive[#alive + 1] = pid end
+    end
+    -- Whether each live predecessor is due (pending and due, or its lease expired), batched:
+    -- usually it is in flight in another batch, and its successor is blocked at no extra cost.
+    if #alive > 0 then
+      local rp = mget_all('ZMSCORE', pending, alive)
+      local rl = mget_all('ZMSCORE', leased, alive)
+      for j, pid in ipairs(alive) do
+        local sc = rp[j] or rl[j]
+        is_due[pid] = sc and tonumber(sc) <= now
+      end
+    end
+  end
+  for j, id in ipairs(w) do
+    if #picked >= max then return end
+    local l = pl[j]
+    if taken[id] or blocked[id] then  -- taken with a chain above, or behind a blocked one
+    elseif not l or taken[l[1]] or not scores[l[1]] or tonumber(scores[l[1]]) ~= l[2] then
+      take(id)
+    elseif blocked[l[1]] or not is_due[l[1]] then
+      blocked[id] = true
+      blocked[l[1]] = true
+    else
+      take_chain(id, l[1], l[2])
+    end
+  end
+end
+local chunk = math.max(64, max * 2)
+local offset = 0
+while #picked < max and offset < scan_limit do
+  local ids = redis.call('ZRANGEBYSCORE', pending, '-inf', now, 'LIMIT', offset, chunk)
+  local i = 1
+  while i <= #ids and #picked < max do
+    -- As many scanned events as there is room for, so that few are read in vain.
+    local w = {}
+    while i <= #ids and #w < max - #picked do
+      if not taken[ids[i]] then w[#w + 1] = ids[i] end
+      i = i + 1
+    end
+    take_window(w)
+  end
+  if #ids < chunk then break end
+  offset = offset + chunk
+end
+local out = {fence, -1}
+-- An event without a body (removed by hand, or a bug) cannot be delivered, and leasing it would
+-- make every claim fail on it: it goes to the dead letters with the reason instead, its key's
+-- later events go on, and `events dead` shows it. The rest of the batch is claimed as usual.
+local bodies = {}
+if #picked > 0 then
+  local all = hmget_all(B .. 'v3:body', picked)
+  local kept, lost = {}, {}
+  for i, id in ipairs(picked) do
+    if all[i] then
+      kept[#kept + 1] = id; bodies[#bodies + 1] = all[i]
+    else
+      lost[#lost + 1] = id
+    end
+  end
+  if #lost > 0 then
+    local _, t = now_ms()
+    local dead_at = t[1] .. string.format('%06d', tonumber(t[2]))
+    local seqs = mget_all('ZMSCORE', B .. 'v3:live', lost)
+    for j, id in ipairs(lost) do
+      redis.call('ZREM', pending, id)
+      redis.call('ZREM', leased, id)
+      redis.call('ZREM', B .. 'v3:live', id)
+      redis.call('ZADD', B .. 'v3:dead', seqs[j] or 0, id)
+      redis.call('HSET', B .. 'v3:error', id, 'the event has no body in ' .. B .. 'v3:body')
+      redis.call('HSET', B .. 'v3:dead_at', id, dead_at)
+    end
+    picked = kept
+    if #picked == 0 then
+      out[2] = 0  -- more may be claimable at once
+      return out
+    end
+  end
+end
+if #picked == 0 then
+  local p = redis.call('ZRANGEBYSCORE', pending, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local l = redis.call('ZRANGE', leased, 0, 0, 'WITHSCORES')
+  local next_at = nil
+  if #p > 0 then next_at = tonumber(p[2]) end
+  if #l > 0 and (not next_at or tonumber(l[2]) < next_at) then next_at = tonumber(l[2]) end
+  if next_at then out[2] = math.max(0, next_at - now) end
+  return out
+end
+local until_ms = now + lease
+local lz = {}
+for _, id in ipairs(picked) do
+  lz[#lz + 1] = until_ms; lz[#lz + 1] = id
+end
+bulk('ZREM', pending, picked)
+bulk('ZADD', leased, lz)
+local owns = hmget_all(B .. 'v3:own', picked)
+local seqs = mget_all('ZMSCORE', B .. 'v3:live', picked)
+local set = {}
+for i, id in ipairs(picked) do
+  local n = parse_own(owns[i]) + 1
+  set[#set + 1] = id; set[#set + 1] = n .. ' ' .. owner
+  out[#out + 1] = id
+  out[#out + 1] = bodies[i]
+  out[#out + 1] = seqs[i] or '0'
+  out[#out + 1] = n
+end
+bulk('HSET', B .. 'v3:own', set)
+return out
+end

@@ -1,0 +1,20 @@
+-- ARGV: B, mode ('ids' or 'all'), limit, ids... Dead -> deleted.
+local bad = layout_error()
+if bad then return bad end
+local ids
+if ARGV[2] == 'all' then
+  ids = redis.call('ZRANGE', B .. 'v3:dead', 0, tonumber(ARGV[3]) - 1)
+else
+  ids = {}
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', B .. 'v3:dead', id) == 1 then
+    for _, h in ipairs({'v3:body', 'v3:own', 'v3:link', 'v3:error', 'v3:dead_at'}) do
+      redis.call('HDEL', B .. h, id)
+    end
+    n = n + 1
+  end
+end
+return n

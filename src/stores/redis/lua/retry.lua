@@ -1,0 +1,31 @@
+-- ARGV: B, mode ('ids' or 'all'), limit (for 'all'), ids... Dead -> pending, attempts 0.
+local bad = layout_error()
+if bad then return bad end
+local ids
+if ARGV[2] == 'all' then
+  ids = redis.call('ZRANGE', B .. 'v3:dead', 0, tonumber(ARGV[3]) - 1)
+else
+  ids = {}
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+end
+local now = now_ms()
+local n = 0
+for _, id in ipairs(ids) do
+  local seq = redis.call('ZSCORE', B .. 'v3:dead', id)
+  if seq then
+    redis.call('ZREM', B .. 'v3:dead', id)
+    redis.call('ZADD', B .. 'v3:pending', now, id)
+    redis.call('ZADD', B .. 'v3:live', seq, id)
+    -- Later events of its key that are still undelivered link to it (or to one after it) and
+    -- wait; when none is left, the key's next events chain behind it.
+    local key = body_key(redis.call('HGET', B .. 'v3:body', id))
+    if key and key ~= '' and not redis.call('HGET', B .. 'v3:tail', key) then
+      redis.call('HSET', B .. 'v3:tail', key, id .. ' ' .. seq)
+    end
+    redis.call('HDEL', B .. 'v3:own', id)  -- attempts 0
+    redis.call('HDEL', B .. 'v3:dead_at', id)
+    n = n + 1
+  end
+end
+if n > 0 then redis.call('PUBLISH', B .. 'wake', '1') end
+return n
