@@ -2,8 +2,8 @@
 // The Lua scripts of the Redis store, one file each under lua/ (read, lint and edit them as Lua),
 // embedded at build time by embed_lua.cmake into redis_lua.h as kPrologue, kAppend, kClaimFn,
 // ... (file name in CamelCase). A script sent to Redis is the prologue, the function files it
-// needs, then its body (redis_store.cpp, Scripts). Every script gets KEYS[1] = a key of the outbox (so
-// Redis Cluster routes it to the slot of `{prefix}`) and ARGV[1] = the key base "{prefix}:";
+// needs, then its body (redis_store.cpp, Scripts). Every script gets KEYS[1] = a key of the outbox
+// (so Redis Cluster routes it to the slot of `{prefix}`) and ARGV[1] = the key base "{prefix}:";
 // the other keys are built from the base and all hash to the same slot.
 //
 // Keys (B = "{prefix}:"), layout 3. Its own names ("v3:") for everything an older layout also
@@ -41,6 +41,5 @@
 //   B.."wake"          pub/sub channel published on emit and retry
 // An older layout's events live in B.."live" / B.."dead" (no "v3:"): while either exists the
 // scripts refuse (layout_error), so those events are neither misread nor left waiting unseen.
-
 
 #include "redis_lua.h"  // generated from lua/*.lua

@@ -1,8 +1,6 @@
 // The Redis store (include/outpost/stores/redis.h): the life cycle of store.h as Lua scripts over
 // a hash per event and sorted sets, all under the hash tag {prefix}. Layout in redis_scripts.h.
 
-#include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +19,7 @@
 #include "stores/redis/redis_client.h"
 #include "stores/redis/redis_scripts.h"
 #include "stores/redis/redis_url.h"
+#include "stores/redis/redis_wake.h"
 
 namespace outpost {
 namespace redis_store {
@@ -78,13 +77,6 @@ struct Scripts {
   Script discard{"discard", with_prologue(kDiscard), {}, {}};
 };
 
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 class RedisStore final : public Store {
  public:
   // `writer_lease` zero: no writer lease (several relays claim at once).
@@ -95,13 +87,8 @@ class RedisStore final : public Store {
         key_(base_ + "pending"),
         token_(writer_lease.count() > 0 ? instance_token() : std::string()),
         writer_lease_(writer_lease),
-        client_(std::move(client_options)) {
-    int fds[2];
-    if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
-      throw Error(ErrorCode::internal, "redis", "pipe2 failed");
-    wake_read_.fd = fds[0];
-    wake_write_.fd = fds[1];
-  }
+        client_(std::move(client_options)),
+        wake_(client_, base_ + "wake") {}
 
   ~RedisStore() override {
     {
@@ -303,47 +290,13 @@ class RedisStore final : public Store {
   std::size_t discard_all() override { return bulk_all(scripts_.discard); }
 
   void wait_for_work(Duration max) override {
-    auto start = std::chrono::steady_clock::now();
     std::int64_t hint = next_hint_ms_.load();
     Duration wait = max;
     if (hint >= 0 && Duration(hint) < wait) wait = Duration(hint);
-    if (wait.count() <= 0) return;
-    const auto deadline = start + wait;
-    std::unique_lock lock(wait_mu_);
-    const std::uint64_t seen = wake_gen_;
-    const std::uint64_t interrupts = interrupts_;
-    while (wake_gen_ == seen && interrupts_ == interrupts &&
-           std::chrono::steady_clock::now() < deadline) {
-      if (listening_) {
-        wait_cv_.wait_until(lock, deadline);
-        continue;
-      }
-      listening_ = true;
-      lock.unlock();
-      bool woke = false;
-      try {
-        woke = listen_until(deadline);
-      } catch (...) {
-        lock.lock();
-        listening_ = false;
-        throw;
-      }
-      lock.lock();
-      listening_ = false;
-      if (woke) ++wake_gen_;
-      wait_cv_.notify_all();
-    }
+    if (wait.count() > 0) wake_.wait(std::chrono::steady_clock::now() + wait);
   }
 
-  void interrupt() override {
-    {
-      std::lock_guard lock(wait_mu_);
-      ++interrupts_;
-    }
-    char c = 1;
-    [[maybe_unused]] auto n = ::write(wake_write_.fd, &c, 1);
-    wait_cv_.notify_all();
-  }
+  void interrupt() override { wake_.interrupt(); }
 
  private:
   struct ClaimArgs {
@@ -557,67 +510,6 @@ class RedisStore final : public Store {
     return out;
   }
 
-  // Waits on the subscription for a wake message, an interrupt() or the deadline. Returns true
-  // when woken by a message or interrupt. Connection problems end the wait early (spurious
-  // wake-ups are allowed) after a short pause, so a down server does not spin the relay.
-  bool listen_until(std::chrono::steady_clock::time_point deadline) {
-    // A subscription made before a failover listens on a node that gets no more emits.
-    if (!sub_ || sub_->err || sub_epoch_ != client_.master_epoch()) {
-      sub_.reset();
-      try {
-        sub_ = client_.connect_master(&sub_epoch_);
-        const std::string channel = base_ + "wake";
-        Reply r(static_cast<redisReply*>(
-            redisCommand(sub_.get(), "SUBSCRIBE %b", channel.data(), channel.size())));
-        if (!r) throw_failure({"SUBSCRIBE", {}, sub_.get()});
-      } catch (const Error&) {
-        sub_.reset();
-        auto pause = std::min<std::chrono::steady_clock::duration>(
-            deadline - std::chrono::steady_clock::now(), std::chrono::milliseconds(100));
-        if (pause.count() > 0) std::this_thread::sleep_for(pause);
-        return false;
-      }
-    }
-    for (;;) {
-      void* raw = nullptr;
-      if (redisGetReplyFromReader(sub_.get(), &raw) != REDIS_OK) {
-        sub_.reset();
-        return false;
-      }
-      if (raw) {
-        freeReplyObject(raw);
-        drain_reader();
-        return true;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd fds[2] = {{sub_->fd, POLLIN, 0}, {wake_read_.fd, POLLIN, 0}};
-      int rc = ::poll(fds, 2, static_cast<int>(left.count()));
-      if (rc < 0) return false;
-      if (fds[1].revents & POLLIN) {
-        char buf[64];
-        while (::read(wake_read_.fd, buf, sizeof buf) > 0) {
-        }
-        return true;
-      }
-      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-        if (redisBufferRead(sub_.get()) != REDIS_OK) {
-          sub_.reset();
-          return false;
-        }
-      }
-    }
-  }
-
-  void drain_reader() {
-    for (;;) {
-      void* raw = nullptr;
-      if (redisGetReplyFromReader(sub_.get(), &raw) != REDIS_OK || !raw) return;
-      freeReplyObject(raw);
-    }
-  }
-
   const StoreOptions options_;
   const std::string base_;       // "{prefix}:"
   const std::string key_;        // KEYS[1] of every script: routes to the slot of {prefix}
@@ -636,15 +528,7 @@ class RedisStore final : public Store {
   std::condition_variable heartbeat_cv_;
   bool stopping_ = false;                       // guarded by heartbeat_mu_
   std::atomic<std::int64_t> next_hint_ms_{-1};  // from the last empty claim; -1 = unknown
-  FdCloser wake_read_, wake_write_;             // interrupt() pipe
-
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
-  std::uint64_t wake_gen_ = 0;    // guarded by wait_mu_
-  std::uint64_t interrupts_ = 0;  // guarded by wait_mu_
-  bool listening_ = false;        // guarded by wait_mu_: one thread owns sub_ at a time
-  Context sub_;                   // used only by the listening thread
-  std::uint64_t sub_epoch_ = 0;   // used only by the listening thread: sub_'s master epoch
+  WakeListener wake_;                           // after client_: uses it
 };
 
 }  // namespace
