@@ -1,5 +1,7 @@
 #include "outpost/event.h"
 
+#include "core/id_origin.h"
+
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -18,16 +20,34 @@ int hex_value(char c) {
 // UUIDv7 state: the last millisecond used and a 12-bit sequence in rand_a. When more than
 // 4096 ids are made in one millisecond we borrow the next millisecond, so ids stay strictly
 // increasing within the process (RFC 9562 §6.2, method 1 and 3).
+//
+// The low 32 bits of rand_b are a tag keyed with a random per-process key over the id's other
+// bits, so generated_in_this_process() can tell this generator's ids (unique by construction)
+// from ids a caller brought; for any other process the tag is as random as the bits it replaces.
 struct V7State {
   std::mutex mu;
   std::uint64_t last_ms = 0;
   std::uint32_t seq = 0;
   std::mt19937_64 rng{std::random_device{}()};
+  const std::uint64_t tag_key = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
 };
 
 V7State& v7_state() {
   static V7State state;
   return state;
+}
+
+std::uint32_t v7_tag(std::uint64_t key, std::uint64_t ms, std::uint32_t seq, std::uint32_t hi30) {
+  std::uint64_t z = key ^ (ms << 12 | seq) ^ (static_cast<std::uint64_t>(hi30) << 34);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;  // splitmix64 finaliser
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<std::uint32_t>(z ^ (z >> 31));
+}
+
+std::uint64_t read_be(const std::array<std::uint8_t, 16>& b, int from, int n) {
+  std::uint64_t v = 0;
+  for (int i = from; i < from + n; ++i) v = v << 8 | b[i];
+  return v;
 }
 
 }  // namespace
@@ -52,8 +72,9 @@ EventId EventId::generate() {
       }
     }
     seq = st.seq;
-    rand_b = st.rng();
+    rand_b = st.rng() & 0x3FFFFFFF00000000ull;  // 30 random bits above the tag
   }
+  rand_b |= v7_tag(st.tag_key, ms, seq, static_cast<std::uint32_t>(rand_b >> 32));
   EventId id;
   auto& b = id.bytes_;
   for (int i = 0; i < 6; ++i) b[i] = static_cast<std::uint8_t>(ms >> (40 - 8 * i));
@@ -63,6 +84,17 @@ EventId EventId::generate() {
   b[8] = static_cast<std::uint8_t>(0x80 | (b[8] & 0x3F));  // RFC 9562 variant
   return id;
 }
+
+namespace core {
+bool generated_in_this_process(const EventId& id) {
+  const auto& b = id.bytes();
+  if ((b[6] >> 4) != 7 || (b[8] >> 6) != 2) return false;
+  const std::uint64_t ms = read_be(b, 0, 6);
+  const auto seq = static_cast<std::uint32_t>(read_be(b, 6, 2) & 0xFFF);
+  const auto hi30 = static_cast<std::uint32_t>(read_be(b, 8, 4) & 0x3FFFFFFF);
+  return static_cast<std::uint32_t>(read_be(b, 12, 4)) == v7_tag(v7_state().tag_key, ms, seq, hi30);
+}
+}  // namespace core
 
 std::optional<EventId> EventId::parse(std::string_view text) {
   if (text.size() != 36) return std::nullopt;
@@ -124,7 +156,9 @@ Event Event::make(std::string type, std::string payload, std::string key) {
   return e;
 }
 
-TimePoint now() { return std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now()); }
+TimePoint now() {
+  return std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now());
+}
 
 std::string format_rfc3339(TimePoint t) {
   auto us = t.time_since_epoch().count();
@@ -193,8 +227,8 @@ std::optional<TimePoint> parse_rfc3339(std::string_view s) {
   if (!ymd.ok()) return std::nullopt;
   auto days = std::chrono::sys_days{ymd};
   auto t = std::chrono::time_point_cast<std::chrono::microseconds>(days) + std::chrono::hours{h} +
-           std::chrono::minutes{m} + std::chrono::seconds{sec} -
-           std::chrono::minutes{offset_min} + std::chrono::microseconds{micros};
+           std::chrono::minutes{m} + std::chrono::seconds{sec} - std::chrono::minutes{offset_min} +
+           std::chrono::microseconds{micros};
   return TimePoint{t.time_since_epoch()};
 }
 

@@ -54,7 +54,7 @@ const bool registered = outpost::testing::register_store_case({
             weak.lock()->append(events, outpost::TxHandle::sqlite(db));
             exec(db, commit ? "COMMIT" : "ROLLBACK");
           };
-          f.checks_duplicate_ids = false;
+          f.checks_generated_ids = false;
           f.url = "sqlite:" + path;
           f.cleanup = [path] {
             for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);

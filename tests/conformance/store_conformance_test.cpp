@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -179,10 +181,73 @@ TEST_P(StoreConformance, InvalidEventsRejectedBeforeWriting) {
 // An id is the event's identity while the outbox holds it: emitting an id that an undelivered
 // (pending, leased or dead) event has, or twice in one call, is a conflict and writes nothing of
 // the call. Once delivered, the id may be emitted again (a re-emitted event keeps its id so
-// consumers recognise it; DESIGN §6). A store that does not check (SQLite) keeps both events.
-TEST_P(StoreConformance, DuplicateIdsAreAConflictAndWriteNothing) {
-  Event first = make_event("t", "k");
-  if (!fixture().checks_duplicate_ids) {
+// consumers recognise it; DESIGN §6). Every store checks the ids a caller brings (parsed, or
+// made elsewhere); SQLite does not check ids this process generated (unique by construction).
+
+// An event whose id this process's generator did not make: a UUIDv7 layout from our own bits.
+Event with_brought_id(std::string type, std::string key = {}) {
+  static std::mt19937_64 rng(std::random_device{}());
+  std::array<std::uint8_t, 16> b;
+  for (auto& x : b) x = static_cast<std::uint8_t>(rng());
+  b[6] = static_cast<std::uint8_t>(0x70 | (b[6] & 0x0F));
+  b[8] = static_cast<std::uint8_t>(0x80 | (b[8] & 0x3F));
+  Event e = make_event(std::move(type), std::move(key));
+  e.id = EventId::from_bytes(b.data());
+  return e;
+}
+
+void expect_duplicate_id_rule(Store& store, const std::function<Event(std::string)>& make) {
+  auto expect_conflict = [&](std::vector<Event> events, const char* what) {
+    try {
+      store.append(events);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::conflict) << what << ": " << e.what();
+    }
+  };
+  Event first = make("k");
+  Event dead = make("d");
+  store.append(std::vector<Event>{first, dead});
+
+  Event twice = make("k");
+  expect_conflict({make("k"), twice, twice}, "the same id twice in one call");
+  expect_conflict({make("k"), first}, "the id of a pending event");
+  EXPECT_EQ(store.stats().pending, 2) << "a rejected call wrote events";
+
+  auto batch = store.claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  expect_conflict({first}, "the id of a leased event");
+  std::vector<Nack> nacks{{dead.id, "boom", std::nullopt}};
+  ASSERT_EQ(store.nack(batch, nacks), 1u);
+  expect_conflict({dead}, "the id of a dead event");
+  ASSERT_EQ(store.ack(batch, std::vector<EventId>{first.id}), 1u);
+
+  auto s = store.stats();
+  EXPECT_EQ(s.pending, 0);
+  EXPECT_EQ(s.leased, 0);
+  EXPECT_EQ(s.dead, 1);
+  EXPECT_EQ(store.retry(std::vector<EventId>{dead.id}), 1u) << "the dead event came back";
+  expect_conflict({dead}, "the id of a retried dead event");
+
+  // Delivered: its id may come again, and is an event of its own.
+  store.append(std::vector<Event>{first});
+  std::set<EventId> got;
+  auto deadline = SteadyClock::now() + 2s;
+  while (got.size() < 2 && SteadyClock::now() < deadline) {
+    for (const auto& e : store.claim(10, 5s).events) got.insert(e.id);
+    if (got.size() < 2) std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(got, (std::set<EventId>{first.id, dead.id}));
+}
+
+TEST_P(StoreConformance, DuplicateBroughtIdsAreAConflictAndWriteNothing) {
+  expect_duplicate_id_rule(store(), [](std::string key) { return with_brought_id("t", key); });
+}
+
+TEST_P(StoreConformance, DuplicateGeneratedIdsAreAConflictAndWriteNothing) {
+  if (!fixture().checks_generated_ids) {
+    // Such a store keeps an event appended twice with the id this process generated for it.
+    Event first = make_event("t", "k");
     store().append(std::vector<Event>{first});
     store().append(std::vector<Event>{first});
     auto batch = store().claim(10, 5s, ClaimOrder::unordered);
@@ -193,49 +258,13 @@ TEST_P(StoreConformance, DuplicateIdsAreAConflictAndWriteNothing) {
     EXPECT_EQ(store().stats().pending, 0);
     return;
   }
-  auto expect_conflict = [&](std::vector<Event> events, const char* what) {
-    try {
-      store().append(events);
-      ADD_FAILURE() << what << ": accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::conflict) << what << ": " << e.what();
-    }
-  };
-  Event dead = make_event("t", "d");
-  store().append(std::vector<Event>{first, dead});
-
-  Event twice = make_event("t", "k");
-  expect_conflict({make_event("t", "k"), twice, twice}, "the same id twice in one call");
-  expect_conflict({make_event("t", "k"), first}, "the id of a pending event");
-  EXPECT_EQ(store().stats().pending, 2) << "a rejected call wrote events";
-
-  auto batch = store().claim(10, 5s);
-  ASSERT_EQ(batch.events.size(), 2u);
-  expect_conflict({first}, "the id of a leased event");
-  std::vector<Nack> nacks{{dead.id, "boom", std::nullopt}};
-  ASSERT_EQ(store().nack(batch, nacks), 1u);
-  expect_conflict({dead}, "the id of a dead event");
-  ASSERT_EQ(store().ack(batch, std::vector<EventId>{first.id}), 1u);
-
-  auto s = store().stats();
-  EXPECT_EQ(s.pending, 0);
-  EXPECT_EQ(s.leased, 0);
-  EXPECT_EQ(s.dead, 1);
-  EXPECT_EQ(store().retry(std::vector<EventId>{dead.id}), 1u) << "the dead event came back";
-
-  // Delivered: its id may come again, and is an event of its own.
-  store().append(std::vector<Event>{first});
-  auto again = claim_within(store(), 10, 5s, 2s);
-  const auto again_ids = ids_of(again.events);
-  std::set<EventId> got(again_ids.begin(), again_ids.end());
-  EXPECT_EQ(got, (std::set<EventId>{first.id, dead.id}));
+  expect_duplicate_id_rule(store(), [](std::string key) { return make_event("t", key); });
 }
 
 TEST_P(StoreConformance, DuplicateIdInTheCallersTransactionIsAConflict) {
   auto& f = fixture();
   if (!f.append_in_tx) GTEST_SKIP() << "store takes no transaction handle";
-  if (!f.checks_duplicate_ids) GTEST_SKIP() << "store does not check ids";
-  Event first = make_event("t", "k");
+  Event first = with_brought_id("t", "k");
   f.store->append(std::vector<Event>{first});
   try {
     std::vector<Event> events{make_event("t", "k"), first};

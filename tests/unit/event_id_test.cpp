@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "core/id_origin.h"
 #include "outpost/event.h"
 
 namespace outpost {
@@ -63,6 +64,21 @@ TEST(EventIdTest, UniqueAndPerThreadOrderedAcrossThreads) {
     all.insert(v.begin(), v.end());
   }
   EXPECT_EQ(all.size(), static_cast<std::size_t>(kThreads * kPerThread));
+}
+
+// Stores that check only the ids a caller brought (SQLite) rely on telling them apart.
+TEST(EventIdTest, IdsGeneratedInThisProcessAreToldFromBroughtOnes) {
+  for (int i = 0; i < 10'000; ++i) {
+    EventId id = EventId::generate();
+    ASSERT_TRUE(core::generated_in_this_process(id)) << id.str();
+    ASSERT_TRUE(core::generated_in_this_process(*EventId::parse(id.str())));
+    auto bytes = id.bytes();
+    bytes[15] ^= static_cast<std::uint8_t>(1 + i % 255);  // one bit pattern off
+    ASSERT_FALSE(core::generated_in_this_process(EventId::from_bytes(bytes.data()))) << i;
+  }
+  EXPECT_FALSE(core::generated_in_this_process(EventId()));
+  EXPECT_FALSE(
+      core::generated_in_this_process(*EventId::parse("0190a0b0-0000-7000-8000-000000000001")));
 }
 
 TEST(EventIdTest, ParseRoundTripsAndAcceptsEitherCase) {

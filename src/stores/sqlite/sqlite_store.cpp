@@ -6,9 +6,9 @@
 //                never reused, so a retried dead event keeps its place and archive rows never
 //                clash), key, attempts, due_at (ms), lease_owner (integer), lease_until (ms),
 //                last_error
-//   <t>_body     seq, id (16 bytes; not unique: re-emitting an event with its id is legitimate,
-//                and an id index would cost a B-tree write per append and per ack: a unique
-//                index measured 20% of end-to-end events/s, 2026-11-22, docs/sqlite.md), type,
+//   <t>_body     seq, id (16 bytes; no index: a unique index measured 20% of end-to-end
+//                events/s, 2026-11-22, docs/sqlite.md; ids a caller brings are checked by a
+//                scan instead, check_ids), type,
 //                payload, occurred_at (us), headers (JSON object or NULL)
 //   <t>_dead     all columns + last_error, dead_at (ms)
 //   <t>_archive  acked events when archiving is on, acked_at (ms) for retention
@@ -42,6 +42,7 @@
 #include <unordered_set>
 
 #include "core/append_check.h"
+#include "core/id_origin.h"
 #include "core/names.h"
 #include "core/url.h"
 #include "outpost/error.h"
@@ -701,6 +702,9 @@ class SqliteStore final : public Store {
     delete_dead_one_sql_ = "DELETE FROM " + t + "_dead WHERE id = ?1";
     delete_revived_sql_ = "DELETE FROM " + t + "_dead WHERE seq IN (SELECT seq FROM " + t + ")";
     discard_all_sql_ = "DELETE FROM " + t + "_dead";
+    find_bodies_sql_ =
+        "SELECT id FROM " + body + " WHERE hex(id) IN (SELECT value FROM json_each(?1)) LIMIT 1";
+    find_dead_sql_ = "SELECT 1 FROM " + t + "_dead WHERE id = ?1";
     next_due_sql_ = "SELECT min(w) - " + now +
                     " FROM (SELECT CASE WHEN lease_owner IS NOT NULL THEN lease_until ELSE due_at "
                     "END AS w FROM " +
@@ -976,6 +980,7 @@ class SqliteStore final : public Store {
                                std::string(sqlite3_errmsg(db)) + ")");
       throw_sqlite(db, rc, "inserting events");
     };
+    check_ids(db, events, prepare);
     for (std::size_t off = 0; off < events.size(); off += kMaxRowsPerInsert) {
       std::size_t rows = std::min(kMaxRowsPerInsert, events.size() - off);
       // Full chunks (the usual case) use SQL text built once: no string building per append.
@@ -1009,6 +1014,55 @@ class SqliteStore final : public Store {
           bind_text(sb, p++, headers[i]);
       }
       step(sb);
+    }
+  }
+
+  // The duplicate-id rule of every store (the id of an undelivered event, pending, leased or
+  // dead, or one id twice in a call, is a conflict that writes nothing), checked for the ids
+  // the caller brought. Ids this process generated are unique by construction and skip the
+  // check: <t>_body has no id index (it cost 20% of throughput, docs/sqlite.md), so a brought
+  // id costs one scan of the undelivered bodies per call, plus a probe of the dead letters'
+  // id index. Runs inside the append's transaction (or savepoint), before any insert.
+  template <class Prepare>
+  void check_ids(sqlite3* db, const std::vector<Event>& events, Prepare&& prepare) {
+    std::string brought;  // JSON list of upper-case hex ids, as hex() prints them
+    bool increasing = true;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      if (i > 0 && !(events[i - 1].id < events[i].id)) increasing = false;
+      if (core::generated_in_this_process(events[i].id)) continue;
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      brought += brought.empty() ? "[\"" : ",\"";
+      for (std::uint8_t b : events[i].id.bytes()) {
+        brought += kHex[b >> 4];
+        brought += kHex[b & 15];
+      }
+      brought += '"';
+    }
+    auto conflict = [&](const EventId& id, const char* what) {
+      throw Error(ErrorCode::conflict, "sqlite",
+                  "duplicate event id " + id.str() + ": " + what + "; nothing was written");
+    };
+    if (!increasing) {  // one id twice in the call (ids of one generator come in order)
+      std::unordered_set<EventId, EventIdHash> seen;
+      for (const auto& e : events)
+        if (!seen.insert(e.id).second) conflict(e.id, "it comes twice in one call");
+    }
+    if (brought.empty()) return;
+    brought += ']';
+    {
+      Use s(prepare(find_bodies_sql_));
+      bind_text(s, 1, brought);
+      if (step_row(db, s, "checking event ids") && sqlite3_column_bytes(s, 0) == 16)
+        conflict(EventId::from_bytes(static_cast<const std::uint8_t*>(sqlite3_column_blob(s, 0))),
+                 "an undelivered event has it");
+    }
+    Use d(prepare(find_dead_sql_));
+    for (const auto& e : events) {
+      if (core::generated_in_this_process(e.id)) continue;
+      bind_blob(d, 1, e.id.bytes().data(), 16);
+      if (step_row(db, d, "checking event ids"))
+        conflict(e.id, "a dead event has it (retry or discard it first)");
+      sqlite3_reset(d);
     }
   }
 
@@ -1402,7 +1456,8 @@ class SqliteStore final : public Store {
   std::string ack_sql_, ack_archive_sql_, prune_sql_, nack_retry_sql_, nack_dead_sql_,
       delete_seq_sql_, release_sql_, renew_sql_, renew_lost_sql_, stats_sql_, count_dead_sql_,
       count_archive_sql_, list_sql_, list_dead_sql_, retry_one_sql_, retry_all_sql_,
-      delete_dead_one_sql_, delete_revived_sql_, discard_all_sql_, next_due_sql_;
+      delete_dead_one_sql_, delete_revived_sql_, discard_all_sql_, next_due_sql_, find_bodies_sql_,
+      find_dead_sql_;
 };
 
 }  // namespace
