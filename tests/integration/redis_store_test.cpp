@@ -240,8 +240,38 @@ TEST(RedisStoreFaults, ServerDownGivesAClearConnectionError) {
   } catch (const ConnectionError& e) {
     EXPECT_NE(std::string(e.what()).find(addr), std::string::npos) << e.what();
     EXPECT_TRUE(e.retryable());
+    EXPECT_EQ(e.native_code(), "REDIS_ERR_IO");  // hiredis' code, through the one mapping
   }
   EXPECT_LT(SteadyClock::now() - start, 5s);
+}
+
+// Server error replies become outpost errors in one place, with the reply's code as native_code.
+TEST(RedisStoreFaults, ErrorRepliesKeepTheirCodeAsNativeCode) {
+  REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
+  const std::string prefix = testing::unique_name("errors_");
+  PrefixGuard guard{base, prefix};
+  auto store = open_redis_store(with_prefix(base, prefix));
+  auto events = make_events(1, 0);
+  store->append(events);
+  try {
+    store->append(events);
+    ADD_FAILURE() << "a duplicate id was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::conflict) << e.what();
+    EXPECT_EQ(e.native_code(), "OUTPOST_DUPLICATE");
+    EXPECT_NE(std::string(e.what()).find(events[0].id.str()), std::string::npos) << e.what();
+  }
+  // A password the server does not have: a ConfigError naming the URL part, never the password.
+  try {
+    auto u = core::Url::parse(base);
+    const std::string with_password = "redis://:hunter2@" + u.hosts().front().host + ":" +
+                                      std::to_string(u.hosts().front().port) + "/0";
+    open_redis_store(with_prefix(with_password, prefix))->stats();
+    ADD_FAILURE() << "AUTH with a wrong password succeeded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("password"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RedisStoreFaults, RelayRetriesUntilTheServerComesUp) {

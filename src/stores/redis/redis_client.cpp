@@ -191,17 +191,17 @@ Context Client::connect_to(const core::HostPort& hp, const std::string& password
 }
 
 // Standalone or cluster: CLUSTER SLOTS names the master of the slot, or says there is no cluster.
-bool Client::resolve_from_cluster(const core::HostPort& seed, std::string& last_error) {
+bool Client::resolve_from_cluster(const core::HostPort& seed, Unreachable& last) {
   Context ctx;
   try {
     ctx = connect_to(seed, options_.password, false);
   } catch (const ConnectionError& e) {
-    last_error = e.what();
+    last = {e.what(), e.native_code()};
     return false;
   }
   Reply r(static_cast<redisReply*>(redisCommand(ctx.get(), "CLUSTER SLOTS")));
   if (!r) {
-    last_error = "connection to " + addr_of(seed) + " lost: " + ctx->errstr;
+    last = {"connection to " + addr_of(seed) + " lost: " + ctx->errstr, {}};
     return false;
   }
   std::string err = reply_error(r.get());
@@ -210,7 +210,7 @@ bool Client::resolve_from_cluster(const core::HostPort& seed, std::string& last_
       set_master(addr_of(seed));
       return true;
     }
-    last_error = addr_of(seed) + ": CLUSTER SLOTS: " + err;
+    last = {addr_of(seed) + ": CLUSTER SLOTS: " + err, {}};
     return false;
   }
   for (std::size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; ++i) {
@@ -232,13 +232,13 @@ bool Client::resolve_from_cluster(const core::HostPort& seed, std::string& last_
     set_master(addr_of(hp));
     return true;
   }
-  last_error = addr_of(seed) + ": no master serves slot " + std::to_string(slot_);
+  last = {addr_of(seed) + ": no master serves slot " + std::to_string(slot_), {}};
   return false;
 }
 
 // Sentinel: the sentinel names the group's master, which must also say it is one (ROLE): just
 // after a failover a sentinel may still name the old master, now a replica.
-bool Client::resolve_from_sentinel(const core::HostPort& sentinel, std::string& last_error) {
+bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& last) {
   const std::string at = "sentinel " + addr_of(sentinel);
   Context ctx;
   try {
@@ -246,22 +246,22 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, std::string& 
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
-    last_error = e.what();
+    last = {e.what(), e.native_code()};
     return false;
   }
   const std::string& name = options_.sentinel_master;
   Reply r(static_cast<redisReply*>(
       redisCommand(ctx.get(), "SENTINEL get-master-addr-by-name %b", name.data(), name.size())));
   if (!r) {
-    last_error = at + ": connection lost: " + ctx->errstr;
+    last = {at + ": connection lost: " + ctx->errstr, {}};
     return false;
   }
   if (auto e = reply_error(r.get()); !e.empty()) {
-    last_error = at + ": " + e;
+    last = {at + ": " + e, {}};
     return false;
   }
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
-    last_error = at + " knows no master named '" + name + "' (URL path)";
+    last = {at + " knows no master named '" + name + "' (URL path)", {}};
     return false;
   }
   core::HostPort hp;
@@ -273,13 +273,13 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, std::string& 
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
-    last_error = e.what();
+    last = {e.what(), e.native_code()};
     return false;
   }
   Reply role(static_cast<redisReply*>(redisCommand(node.get(), "ROLE")));
   if (!role || role->type != REDIS_REPLY_ARRAY || role->elements < 1 ||
       reply_string(role->element[0]) != "master") {
-    last_error = at + " names " + addr_of(hp) + " as master '" + name + "', which is not (yet)";
+    last = {at + " names " + addr_of(hp) + " as master '" + name + "', which is not (yet)", {}};
     return false;
   }
   set_master(addr_of(hp));
@@ -287,13 +287,13 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, std::string& 
 }
 
 void Client::resolve() {
-  std::string last_error;
+  Unreachable last;
   for (const auto& seed : options_.seeds) {
-    if (options_.sentinel_master.empty() ? resolve_from_cluster(seed, last_error)
-                                         : resolve_from_sentinel(seed, last_error))
+    if (options_.sentinel_master.empty() ? resolve_from_cluster(seed, last)
+                                         : resolve_from_sentinel(seed, last))
       return;
   }
-  throw ConnectionError(std::string(kBackend), "cannot reach Redis: " + last_error);
+  throw ConnectionError(std::string(kBackend), "cannot reach Redis: " + last.why, last.native);
 }
 
 void Client::set_master(std::string addr) {

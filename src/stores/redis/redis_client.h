@@ -109,9 +109,12 @@ class Client {
   void give_back(std::unique_ptr<Connection> conn);
   std::unique_ptr<Connection> open(const std::string& addr);
   Context connect_to(const core::HostPort& hp, const std::string& password, bool select_db);
-  void resolve();  // finds the master (of the slot, or of the sentinel group); ConnectionError
-  bool resolve_from_cluster(const core::HostPort& seed, std::string& last_error);
-  bool resolve_from_sentinel(const core::HostPort& sentinel, std::string& last_error);
+  void resolve();       // finds the master (of the slot, or of the sentinel group); ConnectionError
+  struct Unreachable {  // why the last node tried could not be used
+    std::string why, native;
+  };
+  bool resolve_from_cluster(const core::HostPort& seed, Unreachable& last);
+  bool resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& last);
   void set_master(std::string addr);
   void forget_master(const std::string& addr);  // re-resolve next time (maybe a failover)
 
