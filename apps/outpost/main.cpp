@@ -30,7 +30,7 @@ std::string supported_schemes_text() {
 
 // The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
 bool handles_stop_signals(const std::string& command) {
-  return command == "relay";
+  return command == "relay" || command == "consume";
 }
 
 }  // namespace outpost::cli
@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
   add(add_relay_command, "relay");
   add(add_events_command, "events");
   add(add_bench_command, "bench");
+#ifdef OUTPOST_HAVE_CONSUME
+  add(add_consume_command, "consume");
+  add(add_consumers_command, "consumers");
+#endif
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,299 @@
+// `outpost consume` and `outpost consumers`, black box: usage errors (exit 2, naming the bad
+// flag or URL part, nothing opened or created), list --json, dead letters through an HTTP sink
+// that refuses some events (parked, listed, retried and delivered, discarded), SIGTERM drains,
+// and SIGKILL of the consume process at random moments while it bridges 20,000 messages: every
+// message delivered, duplicates at most one batch per kill.
+// OUTPOST_CRASH_SEED=N reproduces a run.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "cli_process.h"
+#include "outpost/json.h"
+
+namespace outpost::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::string> ids_in(const std::string& text) {
+  std::vector<std::string> ids;
+  const std::string marker = "\"id\":\"";
+  for (auto pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos)) {
+    pos += marker.size();
+    if (pos + 36 <= text.size() && text[pos + 36] == '"') ids.push_back(text.substr(pos, 36));
+  }
+  return ids;
+}
+
+// Writes n events as the file sink would (keys k0..k9); returns their ids.
+std::vector<std::string> write_log(const std::string& path, int n, int keys = 10) {
+  std::ofstream out(path, std::ios::app);
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    StoredEvent e;
+    static_cast<Event&>(e) =
+        Event::make("ride", "{\"n\":" + std::to_string(i) + "}", "k" + std::to_string(i % keys));
+    ids.push_back(e.id.str());
+    out << to_json(e) << "\n";
+  }
+  return ids;
+}
+
+template <typename F>
+bool wait_until(F&& condition, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+TEST(ConsumeCli, UsageErrorsNameTheProblemAndOpenNothing) {
+  TempDir dir;
+  std::string log = dir / "log.jsonl", cp = dir / "cp.db", out = dir / "out.jsonl";
+  write_log(log, 1);
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  std::vector<Case> cases{
+      {{"consume", "--from", "fil:" + log, "--group", "g", "--checkpoint", "sqlite:" + cp, "--sink",
+        "file:" + out},
+       "fil"},
+      {{"consume", "--from", "file:" + log, "--group", "g", "--checkpoint", "redis://h/0", "--sink",
+        "file:" + out},
+       "redis"},
+      {{"consume", "--from", "file:" + log, "--group", "g", "--checkpoint",
+        "sqlite:" + cp + "?prefix=a-b", "--sink", "file:" + out},
+       "prefix"},
+      {{"consume", "--from", "file:" + log + "?tail=1", "--group", "g", "--checkpoint",
+        "sqlite:" + cp, "--sink", "file:" + out},
+       "tail"},
+      {{"consume", "--from", "file:" + log, "--group", "g", "--checkpoint", "sqlite:" + cp,
+        "--sink", "ftp://x"},
+       "ftp"},
+      {{"consume", "--from", "file:" + log, "--group", "g", "--checkpoint", "sqlite:" + cp,
+        "--sink", "file:" + out, "--batch", "0"},
+       "--batch"},
+      {{"consume", "--from", "file:" + log, "--group", "g", "--checkpoint", "sqlite:" + cp,
+        "--sink", "file:" + out, "--backoff-base-ms", "10", "--backoff-max-ms", "5"},
+       "--backoff-max-ms"},
+      {{"consume", "--from", "file:" + log, "--checkpoint", "sqlite:" + cp, "--sink",
+        "file:" + out},
+       "--group"},
+      {{"consumers", "--checkpoint", "sqlite:" + cp, "retry", "--group", "g", "nope"}, "nope"},
+      {{"consumers", "--checkpoint", "sqlite:" + cp, "retry", "--group", "g"}, "--all"},
+      {{"consumers", "--checkpoint", "postgresql://u:hunter2@127.0.0.1:1/db?bad=1", "list"}, "bad"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_cli(c.args);
+    EXPECT_EQ(r.code, 2) << r.all();
+    EXPECT_NE(r.err.find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << r.err;
+    EXPECT_EQ(r.all().find("hunter2"), std::string::npos) << r.all();
+    EXPECT_FALSE(std::filesystem::exists(cp)) << "opened the checkpoint store: " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(ConsumeCli, BridgesOnceListsGroupsAndDrainsOnSigterm) {
+  TempDir dir;
+  std::string log = dir / "log.jsonl", cp = "sqlite:" + (dir / "cp.db"), out = dir / "out.jsonl";
+  auto ids = write_log(log, 250);
+  // A double send of the first 50 lines.
+  {
+    std::string text = read_file(log);
+    std::size_t cut = 0;
+    for (int i = 0; i < 50; ++i) cut = text.find('\n', cut) + 1;
+    std::ofstream(log, std::ios::app) << text.substr(0, cut);
+  }
+  CliProcess consume({"consume", "--from", "file:" + log, "--group", "bridge", "--checkpoint", cp,
+                      "--sink", "file:" + out, "--batch", "40"},
+                     dir / "consume.log");
+  ASSERT_TRUE(wait_until([&] { return ids_in(read_file(out)).size() >= 250; }, 60s));
+  consume.signal(SIGTERM);
+  EXPECT_EQ(consume.wait(30s), 0) << read_file(dir / "consume.log");
+  EXPECT_NE(read_file(dir / "consume.log").find("duplicates 50"), std::string::npos)
+      << read_file(dir / "consume.log");
+  EXPECT_EQ(ids_in(read_file(out)), ids);
+
+  auto r = run_cli({"consumers", "--checkpoint", cp, "list", "--json"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  auto j = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(j["group"], "bridge");
+  EXPECT_EQ(j["from"], "file:" + log);
+  EXPECT_EQ(j["lag"], 0);
+  EXPECT_EQ(j["dead"], 0);
+  EXPECT_EQ(j["position"], std::to_string(std::filesystem::file_size(log)));
+  EXPECT_EQ(lines[0].rfind("{\"group\":", 0), 0u) << "fields in the documented order: " << lines[0];
+  write_log(log, 7);
+  r = run_cli({"consumers", "--checkpoint", cp, "list", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(lines_of(r.out)[0])["lag"], 7) << r.out;
+}
+
+// An HTTP endpoint that refuses events whose payload contains "poison" while `refuse` is set.
+class Endpoint {
+ public:
+  Endpoint() {
+    server_.Post("/in", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard lock(mu_);
+      if (refuse && req.body.find("poison") != std::string::npos) {
+        res.status = 500;
+        return;
+      }
+      received.push_back(req.get_header_value("Idempotency-Key"));
+      res.status = 200;
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
+  }
+  ~Endpoint() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/in"; }
+  std::vector<std::string> got() {
+    std::lock_guard lock(mu_);
+    return received;
+  }
+  std::atomic<bool> refuse{true};
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> received;  // guarded by mu_
+};
+
+TEST(ConsumeCli, RefusedMessagesAreParkedListedRetriedAndDiscarded) {
+  TempDir dir;
+  Endpoint http;
+  std::string log = dir / "log.jsonl", cp = "sqlite:" + (dir / "cp.db");
+  std::vector<std::string> ids;
+  {
+    std::ofstream out(log);
+    const char* payloads[] = {"{\"ok\":1}", "{\"poison\":1}", "{\"ok\":2}", "{\"ok\":3}"};
+    const char* keys[] = {"a", "a", "a", "b"};
+    for (int i = 0; i < 4; ++i) {
+      StoredEvent e;
+      static_cast<Event&>(e) = Event::make("t", payloads[i], keys[i]);
+      ids.push_back(e.id.str());
+      out << to_json(e) << "\n";
+    }
+  }
+  std::vector<std::string> consume{
+      "consume", "--from",           "file:" + log, "--group",        "h",   "--checkpoint",
+      cp,        "--sink",           http.url(),    "--max-attempts", "2",   "--backoff-base-ms",
+      "1",       "--backoff-max-ms", "5",           "--until-idle",   "300", "--quiet"};
+  auto r = run_cli(consume);
+  ASSERT_EQ(r.code, 0) << r.all();
+  // ids[1] refused twice -> parked; ids[2] (same key) parked behind it; key b flowed.
+  EXPECT_EQ(http.got(), (std::vector<std::string>{ids[0], ids[3]}));
+  r = run_cli({"consumers", "--checkpoint", cp, "dead", "--group", "h"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  auto d0 = nlohmann::json::parse(lines[0]), d1 = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(d0["event_id"], ids[1]);
+  EXPECT_EQ(d0["attempts"], 2);
+  EXPECT_NE(d0["error"].get<std::string>().find("500"), std::string::npos) << d0;
+  EXPECT_NE(d0["payload"].get<std::string>().find("poison"), std::string::npos);
+  EXPECT_EQ(d1["event_id"], ids[2]);
+  r = run_cli({"consumers", "--checkpoint", cp, "list", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(lines_of(r.out)[0])["dead"], 2);
+
+  // Retry by event id and row id once the endpoint accepts: delivered in key order.
+  http.refuse = false;
+  r = run_cli({"consumers", "--checkpoint", cp, "retry", "--group", "h", ids[1],
+               std::to_string(d1["id"].get<int>())});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("retried 2"), std::string::npos) << r.out;
+  r = run_cli(consume);
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(http.got(), (std::vector<std::string>{ids[0], ids[3], ids[1], ids[2]}));
+  EXPECT_EQ(lines_of(run_cli({"consumers", "--checkpoint", cp, "dead", "--group", "h"}).out).size(),
+            0u);
+
+  // Discard: a refused message parked again, then dropped.
+  http.refuse = true;
+  {
+    std::ofstream out(log, std::ios::app);
+    StoredEvent e;
+    static_cast<Event&>(e) = Event::make("t", "{\"poison\":2}", "c");
+    out << to_json(e) << "\n";
+  }
+  ASSERT_EQ(run_cli(consume).code, 0);
+  r = run_cli({"consumers", "--checkpoint", cp, "discard", "--group", "h", "--all"});
+  EXPECT_NE(r.out.find("discarded 1"), std::string::npos) << r.all();
+  EXPECT_EQ(lines_of(run_cli({"consumers", "--checkpoint", cp, "dead", "--group", "h"}).out).size(),
+            0u);
+}
+
+TEST(ConsumeCli, SigkillAtRandomMomentsThenAFinalRunDeliversEveryMessage) {
+  constexpr int kMessages = 20'000, kKills = 10, kBatch = 100;
+  TempDir dir;
+  std::string log = dir / "log.jsonl", cp = "sqlite:" + (dir / "cp.db"), out = dir / "out.jsonl";
+  auto ids = write_log(log, kMessages, 50);
+  unsigned seed = std::random_device{}();
+  if (const char* s = std::getenv("OUTPOST_CRASH_SEED"))
+    seed = static_cast<unsigned>(std::stoul(s));
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("OUTPOST_CRASH_SEED=" + std::to_string(seed));
+  std::vector<std::string> args{
+      "consume",     "--from",  "file:" + log,         "--group", "k", "--checkpoint", cp, "--sink",
+      "file:" + out, "--batch", std::to_string(kBatch)};
+  int kills = 0;
+  for (; kills < kKills; ++kills) {
+    std::size_t before = std::filesystem::exists(out) ? std::filesystem::file_size(out) : 0;
+    CliProcess p(args, dir / "consume.log");
+    // Kill at a random moment after this run delivered something.
+    ASSERT_TRUE(wait_until(
+        [&] { return std::filesystem::exists(out) && std::filesystem::file_size(out) > before; },
+        60s))
+        << read_file(dir / "consume.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 40));
+    p.signal(SIGKILL);
+    p.wait(30s);
+    if (ids_in(read_file(out)).size() >= static_cast<std::size_t>(kMessages)) break;
+  }
+  auto args_final = args;
+  args_final.insert(args_final.end(), {"--until-idle", "500"});
+  auto r = run_cli(args_final, {}, 120s);
+  ASSERT_EQ(r.code, 0) << r.all();
+  std::unordered_map<std::string, int> seen;
+  for (auto& id : ids_in(read_file(out))) ++seen[id];
+  std::size_t duplicates = 0;
+  for (auto& id : ids) {
+    ASSERT_TRUE(seen.count(id)) << "lost " << id;
+    duplicates += static_cast<std::size_t>(seen[id] - 1);
+  }
+  EXPECT_EQ(seen.size(), ids.size());
+  EXPECT_LE(duplicates, static_cast<std::size_t>((kills + 1) * kBatch)) << "kills " << kills;
+  // Per key, first deliveries come in log order.
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < ids.size(); ++i) index[ids[i]] = i;
+  std::unordered_map<std::string, std::size_t> first_pos;
+  std::vector<std::size_t> order;
+  for (auto& id : ids_in(read_file(out)))
+    if (first_pos.emplace(id, order.size()).second) order.push_back(index[id]);
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end())) << "first deliveries out of log order";
+}
+
+}  // namespace
+}  // namespace outpost::testing
