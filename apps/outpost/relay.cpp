@@ -2,8 +2,12 @@
 //   outpost relay --store URL --sink URL [--batch N] [--lease-ms N] [--max-attempts N]
 //     [--backoff-base-ms N] [--backoff-max-ms N] [--concurrency N] [--unordered]
 //     [--until-empty] [--metrics ADDR]
-// Runs until SIGTERM/SIGINT (then finishes the batch in flight) or, with --until-empty, until
-// nothing is pending or leased. Prints a one-line summary on stderr at the end.
+// Runs until SIGTERM/SIGINT (then drains: no new delivery, deliveries in flight get up to one
+// timeout or --drain-timeout-ms, the rest is released; a second signal gives them up at once) or,
+// with --until-empty, until nothing is pending or leased. Prints a one-line summary on stderr at
+// the end.
+
+#include <signal.h>
 
 #include <atomic>
 #include <iostream>
@@ -32,6 +36,7 @@ struct RelayArgs {
   std::size_t concurrency = 1;
   bool unordered = false;
   bool until_empty = false;
+  std::int64_t drain_timeout_ms = 0;
   std::string metrics;
   bool quiet = false;
 };
@@ -77,6 +82,7 @@ int run_relay(const RelayArgs& a) {
   options.backoff_max = Duration(a.backoff_max_ms);
   options.order = a.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
   options.until_empty = a.until_empty;
+  options.drain_timeout = Duration(a.drain_timeout_ms);
   auto errors = std::make_shared<ErrorLog>(a.quiet);
   options.on_error = [errors](const std::string& m) { (*errors)(m); };
 
@@ -87,7 +93,22 @@ int run_relay(const RelayArgs& a) {
     std::cerr << "outpost relay: metrics on http://" << a.metrics.substr(0, a.metrics.rfind(':'))
               << ":" << metrics->port() << "/metrics" << std::endl;
   }
-  StopSignalWatcher watcher([&relay](int, int) { relay.stop(); });
+  // The first stop signal drains (deliveries in flight get up to one timeout), a second one gives
+  // them up at once; either way every event not confirmed is released.
+  StopSignalWatcher watcher([&relay](int signal, int count) {
+    const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (count == 1) {
+      std::cerr << "outpost relay: " << name
+                << ": stopping (deliveries in flight get up to one timeout; a second signal "
+                   "gives them up at once)"
+                << std::endl;
+      relay.stop();
+    } else {
+      std::cerr << "outpost relay: " << name << " again: giving up deliveries in flight"
+                << std::endl;
+      relay.abort();
+    }
+  });
   relay.run();
   metrics.reset();
 
@@ -106,7 +127,8 @@ Runner add_relay_command(CLI::App& root) {
   CLI::App* sub = root.add_subcommand(
       "relay",
       "Deliver events from a store to a sink, at least once and in order per key.\n"
-      "Runs until SIGTERM/SIGINT (then drains the batch in flight) or, with --until-empty,\n"
+      "Runs until SIGTERM/SIGINT (then releases what it holds after at most one delivery\n"
+      "timeout; a second signal: at once) or, with --until-empty,\n"
       "until nothing is pending or leased.");
   sub->add_option("--store", a->store, "Store URL")->required()->envname("OUTPOST_STORE");
   sub->add_option("--sink", a->sink, "Sink URL (file:PATH, http(s)://..., kafka://..., ...)")
@@ -132,6 +154,11 @@ Runner add_relay_command(CLI::App& root) {
                   "Parallel deliveries in the sink (per-key order kept)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  sub->add_option("--drain-timeout-ms", a->drain_timeout_ms,
+                  "On SIGTERM/SIGINT, give deliveries in flight at most this long, then release "
+                  "them (0: one sink timeout)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
   sub->add_flag("--unordered", a->unordered, "No per-key order (higher throughput)");
   sub->add_flag("--until-empty", a->until_empty, "Exit when nothing is pending or leased");
   sub->add_option("--metrics", a->metrics,

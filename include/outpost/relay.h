@@ -4,8 +4,9 @@
 // renewed; if renewal fails the batch is abandoned (its events will be redelivered by whoever
 // holds them now). Memory is bounded by batch_size whatever the backlog.
 //
-// Thread safety: run() on one thread; stop() and metrics() from any thread. With pipelining
-// (the default) the sink's deliver() runs on a thread of the relay's own, never two at once.
+// Thread safety: run() on one thread; stop(), abort() and counters() from any thread. With
+// pipelining (the default) the sink's deliver() runs on a thread of the relay's own, never two at
+// once.
 
 #include <atomic>
 #include <cstdint>
@@ -28,6 +29,12 @@ struct RelayOptions {
   ClaimOrder order = ClaimOrder::ordered;
   Duration poll_interval{1'000};  // fallback wait when the store's wake-up is missed
   bool until_empty = false;       // run() returns when nothing is pending or leased
+  // How long stop() lets deliveries in flight go on; past it they are given up and their events
+  // released (sinks that can be bounded: handlers, HTTP). 0: each ends by its own timeout (for
+  // HTTP one request timeout).
+  Duration drain_timeout{0};
+  // Deadline of one deliver() call; 0: none. See docs/relay.md, "Deadlines and stopping".
+  Duration deliver_timeout{0};
   // While a backlog lasts, run() may deliver one batch (on a delivery thread) while the store
   // settles the previous batch and claims the next, so store and sink round trips overlap; it
   // measures whether that is faster than claiming after each delivery and keeps the faster way
@@ -70,10 +77,14 @@ class Relay {
   // reported and left to the lease expiry.
   std::size_t run_once();
 
-  // Asks run() to return after its current batch. Safe from any thread (it sets a flag and
-  // wakes the relay's waits). Not async-signal-safe: call it from a thread that waits for the
-  // signal (sigwait), not from inside a signal handler.
+  // Asks run() to return soon: no new claim and no new delivery; deliveries in flight get up to
+  // drain_timeout (0: their own timeout); every event not confirmed is released without counting
+  // an attempt. Safe from any thread (it sets flags and wakes the relay's waits). Not
+  // async-signal-safe: call it from a thread that waits for the signal (sigwait), not from
+  // inside a signal handler.
   void stop();
+  // stop() that gives up on deliveries in flight at once (a second SIGTERM).
+  void abort();
 
   RelayCounters counters() const;
   const RelayOptions& options() const;

@@ -1,6 +1,8 @@
 #pragma once
 // The Sink interface: where the relay delivers.
 
+#include <atomic>
+#include <chrono>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,6 +38,58 @@ struct SinkOptions {
   Duration backoff_max{0};
 };
 
+// The bounds a relay puts on one deliver() call (docs/relay.md, "Deadlines and stopping"). The
+// relay changes them from other threads while the call runs; sinks that can bound their work
+// read them before starting each delivery and at least every kPollInterval while they wait:
+//  - past deadline(): start nothing more (those events `skipped`) and give up on deliveries in
+//    flight (`failed` with timed_out_error(): the attempt counts);
+//  - once stopping(): start nothing more (`skipped`); past abandon_at(), give up on deliveries
+//    in flight too (`skipped`: not confirmed, the relay releases them).
+// Sinks that cannot be bounded ignore it (the default deliver_bounded() does); their own
+// timeouts then bound the call.
+class DeliveryControl {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr Duration kPollInterval{50};
+
+  Clock::time_point deadline() const {
+    return Clock::time_point(Clock::duration(deadline_.load()));
+  }
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  Clock::time_point abandon_at() const {
+    return Clock::time_point(Clock::duration(abandon_at_.load()));
+  }
+  // Whether a new delivery may start now.
+  bool may_start(Clock::time_point now = Clock::now()) const {
+    return !stopping() && now < deadline();
+  }
+  // "timed out after N ms (deliver timeout)"
+  std::string timed_out_error() const {
+    return "timed out after " + std::to_string(timeout_.load()) + " ms (deliver timeout)";
+  }
+
+  // The relay's side. begin(): a new call with `timeout` (0: no deadline).
+  void begin(Duration timeout, Clock::time_point now = Clock::now()) {
+    timeout_.store(timeout.count());
+    deadline_.store(timeout.count() > 0 ? (now + timeout).time_since_epoch().count() : kNever);
+  }
+  // Stop starting deliveries; give up on those in flight at `abandon_at` (only ever moves earlier).
+  void stop(Clock::time_point abandon_at = Clock::time_point::max()) {
+    auto t = abandon_at.time_since_epoch().count();
+    auto cur = abandon_at_.load();
+    while (t < cur && !abandon_at_.compare_exchange_weak(cur, t)) {
+    }
+    stopping_.store(true, std::memory_order_release);
+  }
+
+ private:
+  static constexpr Clock::rep kNever = Clock::time_point::max().time_since_epoch().count();
+  std::atomic<Clock::rep> deadline_{kNever};
+  std::atomic<Clock::rep> abandon_at_{kNever};
+  std::atomic<std::int64_t> timeout_{0};
+  std::atomic<bool> stopping_{false};
+};
+
 class Sink {
  public:
   virtual ~Sink() = default;
@@ -53,6 +107,14 @@ class Sink {
   //    and every event is treated as failed with the exception text.
   // Called by one relay thread at a time.
   virtual std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) = 0;
+
+  // The same, bounded by `control` (see DeliveryControl); the relay calls this one. Sinks that
+  // can stop early override it; the default runs deliver(events) to its end.
+  virtual std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
+                                                      const DeliveryControl& control) {
+    (void)control;
+    return deliver(events);
+  }
 
   // Waits for anything buffered to be confirmed; called before the relay stops. Never throws.
   virtual void close() {}

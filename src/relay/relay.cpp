@@ -32,6 +32,9 @@ void validate(const RelayOptions& o) {
   if (o.backoff_base.count() < 0) throw ConfigError("relay backoff base must not be negative");
   if (o.backoff_max.count() < 0) throw ConfigError("relay backoff max must not be negative");
   if (o.poll_interval.count() < 1) throw ConfigError("relay poll interval must be at least 1 ms");
+  if (o.drain_timeout.count() < 0) throw ConfigError("relay drain timeout must not be negative");
+  if (o.deliver_timeout.count() < 0)
+    throw ConfigError("relay deliver timeout must not be negative");
 }
 
 std::string describe(const StoredEvent& e) {
@@ -195,7 +198,8 @@ struct Relay::Impl {
     auto events = slot.to_deliver();
     if (events.empty()) return;
     try {
-      slot.results = sink.deliver(events);
+      control.begin(options.deliver_timeout);
+      slot.results = sink.deliver_bounded(events, control);
     } catch (const std::exception& ex) {
       slot.results.assign(events.size(), DeliveryResult::failed(ex.what()));
     } catch (...) {
@@ -225,6 +229,12 @@ struct Relay::Impl {
           slot.releases.push_back(e.id);
           break;
         case DeliveryResult::Status::failed: {
+          if (stopping.load(std::memory_order_acquire)) {
+            // Cut short by the stop (a request given up, or timing out while draining): not
+            // this event's fault, so no attempt is counted (docs/relay.md).
+            slot.releases.push_back(e.id);
+            break;
+          }
           ++slot.n_failed;
           std::optional<Duration> retry_in;
           std::string note;
@@ -569,7 +579,14 @@ struct Relay::Impl {
     }
   }
 
-  void stop() {
+  void stop(bool now) {
+    const auto at = DeliveryControl::Clock::now();
+    if (now)
+      control.stop(at);
+    else if (options.drain_timeout.count() > 0)
+      control.stop(at + options.drain_timeout);
+    else
+      control.stop();  // deliveries in flight end by their own timeouts
     stopping.store(true, std::memory_order_release);
     {
       std::lock_guard lock(sleep_mu);  // pairs with sleep_for's predicate check
@@ -604,6 +621,7 @@ struct Relay::Impl {
   Duration error_backoff{0};        // relay thread only
   int futile_wakeups = 0;           // relay thread only: early wake-ups in a row that found nothing
   relay_detail::PipelineMode mode;  // relay thread only
+  DeliveryControl control;          // bounds the deliver() call in progress; set by stop()
 
   // Relay thread only (the delivery thread touches the one it was handed); reused across batches
   // so the hot path does not allocate per batch.
@@ -628,7 +646,10 @@ std::size_t Relay::run_once() {
   return impl_->cycle();
 }
 void Relay::stop() {
-  impl_->stop();
+  impl_->stop(false);
+}
+void Relay::abort() {
+  impl_->stop(true);
 }
 RelayCounters Relay::counters() const {
   return impl_->snapshot();

@@ -10,10 +10,15 @@
 // its stop signals (the first thing its main() does; before that, during fork, exec and dynamic
 // loading, no program can take a signal).
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -188,6 +193,153 @@ TEST(CrashTest, SigkilledRelayLosesNothingAndDuplicatesAtMostOneBatchPerKill) {
             << rolled_back.size() << ", delivered lines " << ids.size() << ", duplicates "
             << duplicates << std::endl;
   EXPECT_LE(duplicates, std::size_t(kills) * kBatch) << "more than one batch per kill";
+}
+
+}  // namespace
+}  // namespace outpost::testing
+
+namespace outpost::testing {
+namespace {
+
+// A webhook that accepts connections and reads requests but never answers: every POST to it
+// waits for the sink's timeout.
+class HangingWebhook {
+ public:
+  HangingWebhook() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        ::listen(fd_, 64) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len))
+      throw std::runtime_error("cannot listen on 127.0.0.1");
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;  // the listening socket was shut down
+        clients_.push_back(c);
+        char buf[4096];
+        if (::recv(c, buf, sizeof buf, 0) > 0) ++requests_;  // read, never answered
+      }
+    });
+  }
+  ~HangingWebhook() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    for (int c : clients_) ::close(c);
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+  int requests() const { return requests_.load(); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> requests_{0};
+  std::vector<int> clients_;  // accept thread only, then the destructor
+  std::thread thread_;
+};
+
+// Issue 10 defect 4: a relay stuck on a webhook that hangs stops promptly on SIGTERM. The bounds
+// are set against the configured timeouts, not machine speed: before the fix every event of
+// the batch was still POSTed and waited its own timeout (batch x timeout).
+class RelayStopTest : public ::testing::Test {
+ protected:
+  static constexpr int kEvents = 10;  // one batch, distinct keys, sent one after another
+
+  void SetUp() override {
+    ASSERT_EQ(run_cli({"events", "--store", store(), "stats"}).code, 0);
+    std::string input;
+    for (int i = 0; i < kEvents; ++i)
+      input += R"({"type":"hook.test","key":"k)" + std::to_string(i) +
+               R"(","payload":{}})"
+               "\n";
+    ASSERT_EQ(run_cli({"emit", "--store", store(), "-"}, input).code, 0);
+  }
+
+  std::string store() const { return "sqlite:" + dir_ / "outbox.db"; }
+  std::string log() const { return dir_ / "relay.log"; }
+
+  // Starts a relay on the hanging webhook and waits until its first POST arrived.
+  std::unique_ptr<CliProcess> start_relay(int timeout_ms, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"relay",
+                                  "--store",
+                                  store(),
+                                  "--sink",
+                                  "http://127.0.0.1:" + std::to_string(hook_.port()) +
+                                      "/hook?timeout_ms=" + std::to_string(timeout_ms),
+                                  "--batch",
+                                  std::to_string(kEvents)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto relay = std::make_unique<CliProcess>(args, log());
+    EXPECT_TRUE(wait_until([&] { return hook_.requests() > 0; }, 60s)) << read_file(log());
+    return relay;
+  }
+
+  // Every event is back to pending, no attempt counted, nothing dead.
+  void expect_all_released() {
+    auto stats = run_cli({"events", "--store", store(), "stats", "--json"});
+    EXPECT_NE(stats.out.find("\"pending\":" + std::to_string(kEvents)), std::string::npos)
+        << stats.out;
+    EXPECT_NE(stats.out.find("\"leased\":0"), std::string::npos) << stats.out;
+    auto list = run_cli({"events", "--store", store(), "list"});
+    EXPECT_EQ(lines_of(list.out).size(), std::size_t(kEvents)) << list.out;
+    for (const auto& line : lines_of(list.out))
+      EXPECT_NE(line.find("\"attempts\":0"), std::string::npos) << line;
+    EXPECT_NE(read_file(log()).find("after signal"), std::string::npos) << read_file(log());
+  }
+
+  // Sends SIGTERM (`signals` times, each once the previous one was taken) and returns how long
+  // the relay took to exit (its exit code in `code`).
+  std::chrono::milliseconds stop(CliProcess& relay, int& code, int signals = 1) {
+    auto t0 = std::chrono::steady_clock::now();
+    relay.signal(SIGTERM);
+    if (signals > 1) {
+      // Two pending SIGTERMs are one: send the second after the relay said it took the first.
+      EXPECT_TRUE(wait_until(
+          [&] { return read_file(log()).find("SIGTERM: stopping") != std::string::npos; }, 60s));
+      relay.signal(SIGTERM);
+    }
+    code = relay.wait(300s);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t0);
+  }
+
+  TempDir dir_;
+  HangingWebhook hook_;
+};
+
+TEST_F(RelayStopTest, SigtermGivesTheRequestInFlightOneTimeoutAndReleasesTheBatch) {
+  constexpr int kTimeoutMs = 3000;  // before the fix: kEvents x 3 s = 30 s
+  auto relay = start_relay(kTimeoutMs);
+  int code = -1;
+  auto took = stop(*relay, code);
+  EXPECT_EQ(code, 0) << read_file(log());
+  EXPECT_LT(took, std::chrono::milliseconds(3 * kTimeoutMs)) << read_file(log());
+  EXPECT_EQ(hook_.requests(), 1) << "a request started after SIGTERM";
+  expect_all_released();
+}
+
+TEST_F(RelayStopTest, DrainTimeoutGivesUpTheRequestInFlightEarlier) {
+  constexpr int kTimeoutMs = 120'000;  // before the fix: kEvents x 120 s
+  auto relay = start_relay(kTimeoutMs, {"--drain-timeout-ms", "200"});
+  int code = -1;
+  auto took = stop(*relay, code);
+  EXPECT_EQ(code, 0) << read_file(log());
+  EXPECT_LT(took, std::chrono::milliseconds(kTimeoutMs / 4)) << read_file(log());
+  expect_all_released();
+}
+
+TEST_F(RelayStopTest, SecondSigtermGivesUpAtOnce) {
+  constexpr int kTimeoutMs = 120'000;
+  auto relay = start_relay(kTimeoutMs);
+  int code = -1;
+  auto took = stop(*relay, code, 2);
+  EXPECT_EQ(code, 0) << read_file(log());
+  EXPECT_LT(took, std::chrono::milliseconds(kTimeoutMs / 4)) << read_file(log());
+  expect_all_released();
 }
 
 }  // namespace

@@ -135,11 +135,25 @@ class HttpSink final : public Sink {
   std::string_view name() const override { return "http"; }
 
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    return deliver_with(events, nullptr);
+  }
+
+  std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
+                                              const DeliveryControl& control) override {
+    return deliver_with(events, &control);
+  }
+
+ private:
+  std::vector<DeliveryResult> deliver_with(std::span<const StoredEvent> events,
+                                           const DeliveryControl* control) {
     std::lock_guard lock(mu_);
-    std::vector<DeliveryResult> results(events.size());
+    // Events that never get an outcome were not started (the relay's deadline or stop).
+    std::vector<DeliveryResult> results(events.size(),
+                                        DeliveryResult::skipped("not started (relay stopping "
+                                                                "or deliver timeout)"));
     if (events.empty()) return results;
     try {
-      run(events, results);
+      run(events, results, control);
     } catch (...) {
       abort_in_flight();
       throw;
@@ -147,11 +161,13 @@ class HttpSink final : public Sink {
     return results;
   }
 
- private:
   // Schedules the batch: events of one non-empty key form a chain sent one after another;
   // an empty key is a chain of its own. Ready chains start in batch order, up to
   // `concurrency` requests at once.
-  void run(std::span<const StoredEvent> events, std::vector<DeliveryResult>& results) {
+  // With a `control`, no request starts once it says so, and requests in flight are given up
+  // at its deadline (failed) or, when stopping, at its abandon time (skipped).
+  void run(std::span<const StoredEvent> events, std::vector<DeliveryResult>& results,
+           const DeliveryControl* control) {
     const std::size_t n = events.size();
     std::vector<std::size_t> next_in_chain(n, n);  // n: last of its key
     {
@@ -175,6 +191,7 @@ class HttpSink final : public Sink {
 
     std::size_t in_flight = 0;
     while (!ready.empty() || in_flight > 0) {
+      if (control && cut_short(*control, results, ready)) return;
       while (!ready.empty() && in_flight < requests_.size()) {
         std::size_t i = *ready.begin();
         ready.erase(ready.begin());
@@ -207,10 +224,31 @@ class HttpSink final : public Sink {
         }
       }
       if (!finished_any && in_flight > 0) {
-        mc = curl_multi_poll(multi_.get(), nullptr, 0, 1000, nullptr);
+        // With a control, look at it again at least every DeliveryControl::kPollInterval.
+        int wait_ms = control ? static_cast<int>(DeliveryControl::kPollInterval.count()) : 1000;
+        mc = curl_multi_poll(multi_.get(), nullptr, 0, wait_ms, nullptr);
         if (mc != CURLM_OK) throw Error(ErrorCode::internal, "http", curl_multi_strerror(mc));
       }
     }
+  }
+
+  // Applies the relay's bounds: true when the call must return now (requests in flight were
+  // given up); otherwise clears `ready` once nothing more may start.
+  bool cut_short(const DeliveryControl& control, std::vector<DeliveryResult>& results,
+                 std::set<std::size_t>& ready) {
+    const auto now = DeliveryControl::Clock::now();
+    if (!control.may_start(now)) ready.clear();  // never started: they stay `skipped`
+    DeliveryResult given_up;
+    if (now >= control.deadline())
+      given_up = DeliveryResult::failed(control.timed_out_error());
+    else if (control.stopping() && now >= control.abandon_at())
+      given_up = DeliveryResult::skipped("abandoned unconfirmed: the relay is stopping");
+    else
+      return false;
+    for (auto& r : requests_)
+      if (r->busy) results[r->index] = given_up;
+    abort_in_flight();
+    return true;
   }
 
   void start(const StoredEvent& e, std::size_t index) {
