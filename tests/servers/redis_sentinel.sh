@@ -14,7 +14,8 @@ for p in "$MASTER" "$REPLICA"; do
   extra=()
   [ "$p" = "$REPLICA" ] && extra=(--replicaof 127.0.0.1 "$MASTER")
   spawn "redis-sentinel-node-$p" "$DIR/$p/log" redis-server --port "$p" --bind 127.0.0.1 \
-    --save '' --appendonly no --dir "$DIR/$p" --daemonize no "${extra[@]}" >/dev/null
+    --save '' --appendonly no --repl-diskless-sync-delay 0 --dir "$DIR/$p" --daemonize no \
+    "${extra[@]}" >/dev/null
 done
 for p in "$MASTER" "$REPLICA"; do wait_for redis-cli -h 127.0.0.1 -p "$p" ping; done
 replica_synced() {
