@@ -1,6 +1,9 @@
 #pragma once
-// Opening stores and sinks by URL (DESIGN §6). Only the backends this build was compiled with
-// are available; an unsupported scheme is a ConfigError that lists the supported ones.
+// Opening stores and sinks by URL (DESIGN §6). A scheme is available when its backend is linked
+// into the program: each backend library registers its schemes with this registry (CMake target
+// outpost::sqlite, pkg-config outpost-sqlite, ...), so a program that links only SQLite gets
+// sqlite: (plus memory: and file:, which need no client library) and no other client library.
+// An unsupported scheme is a ConfigError that lists the registered ones.
 // Each backend also has its own header with open_<backend>_store(url, options) /
 // open_<sink>_sink(url, options), which these dispatch to by scheme.
 
@@ -19,7 +22,17 @@ std::unique_ptr<Store> open_store(std::string_view url, const StoreOptions& opti
 // file:PATH, http(s)://..., kafka://..., redis-stream://..., nats://...
 std::unique_ptr<Sink> open_sink(std::string_view url, const SinkOptions& options = {});
 
+// Registered schemes, lowercase, without the colon; built-in ones in a fixed order (the
+// embedded default first), others after them in registration order.
 std::vector<std::string> store_schemes();
 std::vector<std::string> sink_schemes();
+
+// Registering a backend (how the built-in ones do it, usable for your own): call before the
+// first open_store/open_sink, typically from a static object's constructor. `scheme` is
+// matched case-insensitively; registering a scheme again replaces its opener. Thread-safe.
+using StoreOpener = std::unique_ptr<Store> (*)(std::string_view url, const StoreOptions& options);
+using SinkOpener = std::unique_ptr<Sink> (*)(std::string_view url, const SinkOptions& options);
+void register_store_scheme(std::string_view scheme, StoreOpener open);
+void register_sink_scheme(std::string_view scheme, SinkOpener open);
 
 }  // namespace outpost

@@ -1,122 +1,101 @@
+// The scheme registry behind open_store/open_sink. Backends add themselves from static
+// registration objects (src/factory/register/*.cpp), which run before main() in any order, so
+// the tables are function-local statics guarded by a mutex, and listing order comes from a
+// fixed rank rather than from registration order.
+
 #include "outpost/factory.h"
 
+#include <algorithm>
 #include <cctype>
+#include <mutex>
 
 #include "outpost/error.h"
-
-#ifdef OUTPOST_HAVE_MEMORY
-#include "outpost/stores/memory.h"
-#endif
-#ifdef OUTPOST_HAVE_SQLITE
-#include "outpost/stores/sqlite.h"
-#endif
-#ifdef OUTPOST_HAVE_POSTGRES
-#include "outpost/stores/postgres.h"
-#endif
-#ifdef OUTPOST_HAVE_REDIS
-#include "outpost/stores/redis.h"
-#endif
-#ifdef OUTPOST_HAVE_FILE
-#include "outpost/sinks/file.h"
-#endif
-#ifdef OUTPOST_HAVE_HTTP
-#include "outpost/sinks/http.h"
-#endif
-#ifdef OUTPOST_HAVE_KAFKA
-#include "outpost/sinks/kafka.h"
-#endif
-#ifdef OUTPOST_HAVE_REDIS_STREAM
-#include "outpost/sinks/redis_stream.h"
-#endif
-#ifdef OUTPOST_HAVE_NATS
-#include "outpost/sinks/nats.h"
-#endif
 
 namespace outpost {
 namespace {
 
-template <typename T, typename Options>
-using Opener = std::unique_ptr<T> (*)(std::string_view, const Options&);
+// How built-in schemes are listed in messages and by store_schemes()/sink_schemes().
+constexpr std::string_view kSchemeOrder[] = {
+    "sqlite", "postgresql", "postgres", "redis", "redis-sentinel", "memory",
+    "file",   "http",       "https",    "kafka", "redis-stream",   "nats"};
 
-template <typename T, typename Options>
-struct Backend {
-  const char* scheme;
-  Opener<T, Options> open;
-};
-
-// Order: how the schemes are listed in messages and by store_schemes()/sink_schemes().
-const std::vector<Backend<Store, StoreOptions>>& store_backends() {
-  static const std::vector<Backend<Store, StoreOptions>> backends = {
-#ifdef OUTPOST_HAVE_SQLITE
-      {"sqlite", &open_sqlite_store},
-#endif
-#ifdef OUTPOST_HAVE_POSTGRES
-      {"postgresql", &open_postgres_store},
-      {"postgres", &open_postgres_store},  // the alias libpq accepts too
-#endif
-#ifdef OUTPOST_HAVE_REDIS
-      {"redis", &open_redis_store},
-      {"redis-sentinel", &open_redis_store},
-#endif
-#ifdef OUTPOST_HAVE_MEMORY
-      {"memory", &open_memory_store},
-#endif
-  };
-  return backends;
+std::size_t rank_of(std::string_view scheme) {
+  auto it = std::find(std::begin(kSchemeOrder), std::end(kSchemeOrder), scheme);
+  return static_cast<std::size_t>(it - std::begin(kSchemeOrder));
 }
 
-const std::vector<Backend<Sink, SinkOptions>>& sink_backends() {
-  static const std::vector<Backend<Sink, SinkOptions>> backends = {
-#ifdef OUTPOST_HAVE_FILE
-      {"file", &open_file_sink},
-#endif
-#ifdef OUTPOST_HAVE_HTTP
-      {"http", &open_http_sink},
-      {"https", &open_http_sink},
-#endif
-#ifdef OUTPOST_HAVE_KAFKA
-      {"kafka", &open_kafka_sink},
-#endif
-#ifdef OUTPOST_HAVE_REDIS_STREAM
-      {"redis-stream", &open_redis_stream_sink},
-#endif
-#ifdef OUTPOST_HAVE_NATS
-      {"nats", &open_nats_sink},
-#endif
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+template <typename Opener>
+class Registry {
+ public:
+  void add(std::string_view scheme, Opener open) {
+    std::lock_guard lock(mu_);
+    std::string name = lowercase(scheme);
+    for (auto& e : entries_)
+      if (e.scheme == name) {
+        e.open = open;
+        return;
+      }
+    entries_.push_back({std::move(name), open});
+    // Stable: schemes outside kSchemeOrder keep their registration order, after the built-ins.
+    std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+      return rank_of(a.scheme) < rank_of(b.scheme);
+    });
+  }
+  Opener find(const std::string& scheme) const {
+    std::lock_guard lock(mu_);
+    for (const auto& e : entries_)
+      if (e.scheme == scheme) return e.open;
+    return nullptr;
+  }
+  std::vector<std::string> schemes() const {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& e : entries_) out.push_back(e.scheme);
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::string scheme;
+    Opener open;
   };
-  return backends;
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;  // guarded by mu_
+};
+
+Registry<StoreOpener>& stores() {
+  static Registry<StoreOpener> registry;
+  return registry;
+}
+Registry<SinkOpener>& sinks() {
+  static Registry<SinkOpener> registry;
+  return registry;
 }
 
 // The scheme of `url`, lowercased, or empty when there is no "scheme:" prefix.
 std::string scheme_of(std::string_view url) {
   auto colon = url.find(':');
   if (colon == std::string_view::npos || colon == 0) return {};
-  std::string scheme;
-  for (char c : url.substr(0, colon)) {
+  for (char c : url.substr(0, colon))
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.'))
       return {};
-    scheme += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return scheme;
+  return lowercase(url.substr(0, colon));
 }
 
-template <typename T, typename Options>
-std::vector<std::string> schemes(const std::vector<Backend<T, Options>>& backends) {
-  std::vector<std::string> out;
-  for (const auto& b : backends) out.emplace_back(b.scheme);
-  return out;
-}
-
-template <typename T, typename Options>
-std::unique_ptr<T> open_by_scheme(const char* what,
-                                  const std::vector<Backend<T, Options>>& backends,
-                                  std::string_view url, const Options& options) {
+template <typename Opener, typename Options>
+auto open_by_scheme(const char* what, const Registry<Opener>& registry, std::string_view url,
+                    const Options& options) {
   std::string scheme = scheme_of(url);
-  for (const auto& b : backends)
-    if (scheme == b.scheme) return b.open(url, options);
+  if (Opener open = scheme.empty() ? nullptr : registry.find(scheme)) return open(url, options);
   std::string list;
-  for (const auto& b : backends) list += std::string(list.empty() ? "" : ", ") + b.scheme + ":";
-  if (list.empty()) list = "(none)";
+  for (const auto& s : registry.schemes()) list += (list.empty() ? "" : ", ") + s + ":";
+  if (list.empty()) list = "(none: link a backend, e.g. outpost::sqlite)";
   // Never echo the whole URL: it may carry a password.
   std::string shown = scheme.empty() ? "missing scheme" : "unsupported scheme '" + scheme + ":'";
   throw ConfigError(std::string(what) + " URL: " + shown + "; this build supports " + list);
@@ -124,19 +103,26 @@ std::unique_ptr<T> open_by_scheme(const char* what,
 
 }  // namespace
 
+void register_store_scheme(std::string_view scheme, StoreOpener open) {
+  stores().add(scheme, open);
+}
+void register_sink_scheme(std::string_view scheme, SinkOpener open) {
+  sinks().add(scheme, open);
+}
+
 std::unique_ptr<Store> open_store(std::string_view url, const StoreOptions& options) {
-  return open_by_scheme("store", store_backends(), url, options);
+  return open_by_scheme("store", stores(), url, options);
 }
 
 std::unique_ptr<Sink> open_sink(std::string_view url, const SinkOptions& options) {
-  return open_by_scheme("sink", sink_backends(), url, options);
+  return open_by_scheme("sink", sinks(), url, options);
 }
 
 std::vector<std::string> store_schemes() {
-  return schemes(store_backends());
+  return stores().schemes();
 }
 std::vector<std::string> sink_schemes() {
-  return schemes(sink_backends());
+  return sinks().schemes();
 }
 
 }  // namespace outpost
