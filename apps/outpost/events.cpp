@@ -124,7 +124,12 @@ Runner add_events_command(CLI::App& root) {
     // Validate the operation's own arguments before touching the store.
     if (retry->parsed()) parse_ids(a->retry_ids, "retry");
     if (discard->parsed()) parse_ids(a->discard_ids, "discard");
-    auto store = open_store(a->store);
+    // Inspecting creates nothing and needs no write access; retry/discard need an outbox.
+    StoreOptions options;
+    options.open = stats->parsed() || list->parsed() || dead->parsed()
+                       ? StoreOptions::Open::read_only
+                       : StoreOptions::Open::existing;
+    auto store = open_store(a->store, options);
     if (stats->parsed()) return run_stats(*store, a->json);
     if (list->parsed()) {
       std::string out;

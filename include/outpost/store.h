@@ -89,6 +89,13 @@ struct StoreOptions {
   Duration archive_retention{0};
   // Largest accepted payload in bytes; append throws ErrorCode::too_large above it (0 = no limit).
   std::size_t max_payload_bytes = 1 << 20;
+  // What opening may do. create: make the outbox when it is missing. existing: open only an
+  // outbox that is there; none is ErrorCode::not_found and nothing is created. read_only: as
+  // existing, and the store never writes (inspection on a read-only file; a write throws).
+  // `outpost events` opens with existing (retry, discard) or read_only (stats, list, dead).
+  // SQLite honours all three; the other stores open as with create for now.
+  enum class Open { create, existing, read_only };
+  Open open = Open::create;
 };
 
 class Store {

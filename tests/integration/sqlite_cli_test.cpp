@@ -2,10 +2,12 @@
 // runs them (a failing key must not stop other keys, also after SIGKILL of the relay holding
 // its lease).
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <functional>
@@ -43,6 +45,56 @@ class SilentPort {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// Runs the outpost binary with `args` as a user who may read but not write `dir` (nobody when
+// this test runs as root, who may write anything; else the caller, with `dir` made read-only).
+// The binary is copied next to nothing private: nobody may not be able to reach the build tree.
+CliResult run_cli_read_only(const std::filesystem::path& dir,
+                            const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  TempDir io;
+  fs::permissions(io.path(), fs::perms::all);  // nobody writes its stdout/stderr here
+  const std::string bin = io / "outpost";
+  fs::copy_file(OUTPOST_BIN, bin);
+  fs::permissions(bin, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  const bool root = ::geteuid() == 0;
+  const auto dir_perms = fs::status(dir).permissions();
+  std::vector<std::pair<fs::path, fs::perms>> saved;
+  for (const auto& entry : fs::directory_iterator(dir))
+    saved.emplace_back(entry.path(), entry.status().permissions());
+  const auto r_x = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                   fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec;
+  fs::permissions(dir, r_x);
+  for (const auto& [path, perms] : saved)
+    fs::permissions(path, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+
+  std::vector<std::string> argv{bin};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  const std::string out_path = io / "stdout", err_path = io / "stderr";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int o = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    if (root && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(126);
+    ::execv(cargs[0], cargs.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  fs::permissions(dir, dir_perms);
+  for (const auto& [path, perms] : saved) fs::permissions(path, perms);
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(out_path);
+  r.err = read_file(err_path);
+  return r;
+}
 
 class SqliteCliTest : public ::testing::Test {
  protected:
@@ -146,6 +198,80 @@ TEST_F(SqliteCliTest, ARelayKilledHoldingALeaseDoesNotStopOtherKeys) {
   relay.signal(SIGKILL);
   relay.wait(30s);
   expect_other_keys_delivered();
+}
+
+}  // namespace
+}  // namespace outpost::testing
+
+namespace outpost::testing {
+namespace {
+
+TEST_F(SqliteCliTest, EventsWhereThereIsNoOutboxSaysSoAndCreatesNothing) {
+  const std::string missing = dir_ / "missing.db";
+  for (const std::vector<std::string>& op : {std::vector<std::string>{"stats"},
+                                             {"list"},
+                                             {"dead"},
+                                             {"retry", "--all"},
+                                             {"discard", "--all"}}) {
+    std::vector<std::string> args{"events", "--store", "sqlite:" + missing};
+    args.insert(args.end(), op.begin(), op.end());
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, 1) << op[0] << ": " << r.all();
+    EXPECT_NE(r.err.find("no outbox"), std::string::npos) << op[0] << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(missing)) << op[0] << " created the file";
+  }
+  // A SQLite file of the application's without the outbox: named, and left as it was.
+  const std::string other = dir_ / "app.db";
+  ASSERT_EQ(run_cli({"emit", "--store", "sqlite:" + other + "?table=orders", "--type", "t",
+                     "--payload", "1"})
+                .code,
+            0);
+  const std::string before = read_file(other);
+  auto r = run_cli({"events", "--store", "sqlite:" + other, "stats"});
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("no outbox 'outbox'"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(other), before) << "the file was changed";
+}
+
+TEST_F(SqliteCliTest, InspectionWorksOnAReadOnlyDatabaseFile) {
+  // One dead letter (nothing listens at the sink) and one pending event.
+  emit("A");
+  std::string refused = "http://127.0.0.1:" + std::to_string(free_port()) + "/hook";
+  ASSERT_EQ(run_cli({"relay", "--store", store(), "--sink", refused, "--max-attempts", "1",
+                     "--until-empty", "--quiet"})
+                .code,
+            0);
+  const std::string pending = emit("B");
+  ASSERT_FALSE(std::filesystem::exists(dir_ / "outbox.db-wal")) << "no writer is left";
+
+  auto counts = run_cli_read_only(dir_.path(), {"events", "--store", store(), "stats", "--json"});
+  ASSERT_EQ(counts.code, 0) << counts.all();
+  auto s = json::parse(counts.out);
+  EXPECT_EQ(s["pending"], 1);
+  EXPECT_EQ(s["dead"], 1);
+  auto list = run_cli_read_only(dir_.path(), {"events", "--store", store(), "list"});
+  ASSERT_EQ(list.code, 0) << list.all();
+  auto lines = lines_of(list.out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(json::parse(lines[0])["id"], pending);
+  auto dead = run_cli_read_only(dir_.path(), {"events", "--store", store(), "dead"});
+  ASSERT_EQ(dead.code, 0) << dead.all();
+  EXPECT_EQ(lines_of(dead.out).size(), 1u);
+  // Writing is refused, as a runtime failure.
+  auto retry = run_cli_read_only(dir_.path(), {"events", "--store", store(), "retry", "--all"});
+  EXPECT_EQ(retry.code, 1) << retry.all();
+  EXPECT_EQ(stats()["dead"], 1);
+}
+
+TEST_F(SqliteCliTest, NulInThePathIsRefusedBeforeAnythingIsCreated) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"events", "--store", "sqlite:" + dir_ / "a%00b.db", "stats"},
+        {"emit", "--store", "sqlite:" + dir_ / "a%00b.db", "--type", "t", "--payload", "1"}}) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << r.all();
+    EXPECT_NE(r.err.find("NUL"), std::string::npos) << r.err;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.path())) << "a file was created";
 }
 
 }  // namespace

@@ -351,6 +351,9 @@ class SqliteStore final : public Store {
       : options_(options), t_(options.table), memory_(options.path == ":memory:") {
     core::require_identifier(t_, "table name");
     if (options_.path.empty()) throw ConfigError("sqlite store: the database path is empty");
+    // SQLite takes the path as a C string: a NUL (%00 in a URL) would silently cut it short.
+    if (options_.path.find('\0') != std::string::npos)
+      throw ConfigError("sqlite store: the database path contains a NUL byte (%00)");
     if (options_.busy_timeout.count() < 0)
       throw ConfigError("sqlite store: busy_timeout must not be negative");
     path_ = memory_ ? options_.path : canonical(options_.path);
@@ -360,6 +363,11 @@ class SqliteStore final : public Store {
         (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid());
     build_sql();
 
+    if (open_ != StoreOptions::Open::create) {
+      if (memory_) no_outbox("sqlite::memory: is new and empty");
+      std::error_code ec;
+      if (!std::filesystem::exists(options_.path, ec)) no_outbox("the file does not exist");
+    }
     writer_ = open_connection(true);
     init_schema();
     if (!memory_) reader_ = open_connection(false);
@@ -727,9 +735,52 @@ class SqliteStore final : public Store {
 
   // --- connections and schema ---
 
-  Conn open_connection(bool writer) {
+  [[noreturn]] void no_outbox(const std::string& why) const {
+    throw Error(ErrorCode::not_found, "sqlite",
+                "there is no outbox '" + t_ + "' at '" + options_.path + "': " + why +
+                    " (nothing was created)");
+  }
+
+  // Read-only: a file URI with mode=ro. SQLite reads a WAL database read-only only where it can
+  // use or create the -shm file; where it cannot (a read-only directory), immutable=1 reads the
+  // file as it is (no locks: for inspection of a file nobody writes).
+  DbPtr open_read_only(bool immutable) {
+    std::string uri = "file:";
+    for (unsigned char ch : options_.path) {
+      if (ch == '%' || ch == '?' || ch == '#' || ch < 0x20) {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        uri += '%';
+        uri += kHex[ch >> 4];
+        uri += kHex[ch & 15];
+      } else {
+        uri += static_cast<char>(ch);
+      }
+    }
+    uri += immutable ? "?mode=ro&immutable=1" : "?mode=ro";
     sqlite3* raw = nullptr;
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (writer ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(uri.c_str(), &raw,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+    DbPtr db(raw);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(raw, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return db;
+    if (!immutable) return open_read_only(true);
+    std::string msg = raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc);
+    throw ConnectionError("sqlite", "cannot read database file '" + options_.path + "': " + msg,
+                          std::to_string(rc));
+  }
+
+  Conn open_connection(bool writer) {
+    if (open_ == StoreOptions::Open::read_only) {
+      Conn c(open_read_only(false));
+      sqlite3_extended_result_codes(c.db(), 1);
+      sqlite3_busy_timeout(c.db(), static_cast<int>(std::min<std::int64_t>(
+                                       options_.busy_timeout.count(), INT32_MAX)));
+      return c;
+    }
+    sqlite3* raw = nullptr;
+    const bool create = writer && open_ == StoreOptions::Open::create;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
     int rc = sqlite3_open_v2(options_.path.c_str(), &raw, flags, nullptr);
     DbPtr db(raw);
     if (rc != SQLITE_OK) {
@@ -795,6 +846,10 @@ class SqliteStore final : public Store {
   }
 
   void init_schema() {
+    if (open_ == StoreOptions::Open::read_only) {  // check only, no transaction to write in
+      migrate();
+      return;
+    }
     std::lock_guard<FairLock> g(shared_->write_lock);
     try {
       begin_immediate(writer_);
@@ -873,13 +928,16 @@ class SqliteStore final : public Store {
     } else if (table_exists(t)) {
       corrupt("table '" + t + "' exists but was not created by outpost (no '" + schema +
               "' table)");
+    } else if (open_ != StoreOptions::Open::create) {
+      no_outbox("the file has no table '" + schema + "'");
     }
+    const bool read_only = open_ == StoreOptions::Open::read_only;
     if (version == 0) {
       // Version 1. Future versions add `if (version < N)` steps below, each in this transaction.
       writer_.exec(with_table(kSchemaV1).c_str());
       version = 1;
     }
-    if (version < 2) {
+    if (version < 2 && !read_only) {  // version 1 only had one more index: readable as is
       // Version 2: the claim finds blocked keys while reading from the head, so the partial
       // index on attempted rows (a B-tree insert per claimed row and a delete per ack) goes.
       writer_.exec(with_table(kSchemaV2Step).c_str());
@@ -1427,6 +1485,7 @@ class SqliteStore final : public Store {
   }
 
   const SqliteOptions options_;
+  const StoreOptions::Open open_ = options_.store.open;
   const std::string t_;  // validated table name
   const bool memory_;
   std::string path_;  // canonical
