@@ -22,9 +22,10 @@ Runner add_emit_command(CLI::App& root);
 Runner add_relay_command(CLI::App& root);
 Runner add_events_command(CLI::App& root);
 Runner add_bench_command(CLI::App& root);
-// Consuming side (consume.cpp, consumers.cpp); built with outpost_consume.
+// Consuming side (consume.cpp, consumers.cpp, demo_unified_log.cpp); built with outpost_consume.
 Runner add_consume_command(CLI::App& root);
 Runner add_consumers_command(CLI::App& root);
+Runner add_demo_command(CLI::App& root);
 
 // Secrets (core/redact.h): main() registers every URL given on the command line or in
 // OUTPOST_STORE / OUTPOST_SINK before anything else, and everything the CLI prints about errors

@@ -80,6 +80,7 @@ int run_consume(const ConsumeArgs& a) {
   std::vector<StoredEvent> events;  // reused across batches
   std::int64_t seq = 0;
   ConsumerHandler deliver = [&](ConsumerBatch& batch) {
+    if (batch.size() == 0) return;  // only duplicates in this read
     events.clear();
     for (const auto& m : batch.messages()) {
       events.push_back(m.event);

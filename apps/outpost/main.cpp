@@ -30,7 +30,7 @@ std::string supported_schemes_text() {
 
 // The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
 bool handles_stop_signals(const std::string& command) {
-  return command == "relay" || command == "consume";
+  return command == "relay" || command == "consume" || command == "demo";
 }
 
 }  // namespace outpost::cli
@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
 #ifdef OUTPOST_HAVE_CONSUME
   add(add_consume_command, "consume");
   add(add_consumers_command, "consumers");
+  add(add_demo_command, "demo");
 #endif
 
   try {

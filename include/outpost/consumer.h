@@ -139,8 +139,9 @@ void validate_checkpoint_store_url(std::string_view url);
 // One attempt at a batch, as the handler sees it.
 class ConsumerBatch {
  public:
-  ConsumerBatch(std::span<const Message> messages, TxHandle tx, int attempt)
-      : messages_(messages), tx_(tx), attempt_(attempt) {}
+  ConsumerBatch(std::span<const Message> messages, TxHandle tx, int attempt,
+                std::size_t duplicates = 0)
+      : messages_(messages), tx_(tx), attempt_(attempt), duplicates_(duplicates) {}
   std::size_t size() const { return messages_.size(); }
   const Message& operator[](std::size_t i) const { return messages_[i]; }
   std::span<const Message> messages() const { return messages_; }
@@ -148,6 +149,10 @@ class ConsumerBatch {
   TxHandle tx() const { return tx_; }
   // 1 for the first try of these messages.
   int attempt() const { return attempt_; }
+  // Messages of this read that the inbox skipped as already handled (they are not in the batch;
+  // a batch of nothing but duplicates still reaches the handler, with size() 0), so a count of
+  // them can commit with the batch.
+  std::size_t duplicates() const { return duplicates_; }
   // Message i could not be handled: it is retried (and eventually parked); the others commit.
   // Do not apply later messages of the same key after failing one (fail them too), or per-key
   // order is lost.
@@ -158,6 +163,7 @@ class ConsumerBatch {
   std::span<const Message> messages_;
   TxHandle tx_;
   int attempt_;
+  std::size_t duplicates_;
   std::vector<std::pair<std::size_t, std::string>> failures_;
 };
 

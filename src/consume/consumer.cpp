@@ -154,7 +154,7 @@ struct Consumer::Impl {
       }
 
       std::vector<std::pair<std::size_t, std::string>> failures;
-      if (!work.empty()) {
+      if (!work.empty() || !duplicate.empty()) {
         std::vector<Message> copy;
         std::span<const Message> view(msgs);
         if (work.size() != msgs.size()) {
@@ -163,7 +163,7 @@ struct Consumer::Impl {
         }
         int tries = 1;
         for (std::size_t i : work) tries = std::max(tries, attempts[i] + 1);
-        ConsumerBatch batch(view, tx.handle(), tries);
+        ConsumerBatch batch(view, tx.handle(), tries, duplicate.size());
         try {
           handler(batch);
         } catch (const std::exception& e) {
