@@ -163,11 +163,28 @@ TEST_F(NatsSink, WarnsWhenTheDuplicateWindowIsShorterThanLeasePlusBackoff) {
 
   // A window that covers lease + backoff: no warning.
   ::testing::internal::CaptureStderr();
-  auto again = open_nats_sink(
-      nats_url() + "/w." + stream_ + "?stream=" + stream_ + "&lease_ms=1000&backoff_max_ms=1000",
-      options);
+  auto again = open_nats_sink(nats_url() + "/w." + stream_ + "?stream=" + stream_ +
+                                  "&lease_ms=1000&backoff_max_ms=1000&sync_always=1",
+                              options);
   err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(err.find("warning"), std::string::npos) << err;
+}
+
+// JetStream acks before fsync unless the server runs with sync_interval: always (issue 10
+// item 15): the sink says so at start unless the URL confirms the server setting.
+TEST_F(NatsSink, WarnsThatAPubAckIsNotDurableUnlessTheUrlSaysSyncAlways) {
+  ::testing::internal::CaptureStderr();
+  auto sink = open_nats_sink(nats_url() + "/d." + stream_ + "?stream=" + stream_ + "&create=1");
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("PubAck does not mean the event is on disk"), std::string::npos) << err;
+  EXPECT_NE(err.find("sync_interval: always"), std::string::npos) << err;
+  EXPECT_NE(err.find("sync_always=1"), std::string::npos) << err;
+
+  ::testing::internal::CaptureStderr();
+  auto again =
+      open_nats_sink(nats_url() + "/d." + stream_ + "?stream=" + stream_ + "&sync_always=1");
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("on disk"), std::string::npos) << err;
 }
 
 TEST_F(NatsSink, SubjectNoStreamCapturesFailsWithTheServerText) {

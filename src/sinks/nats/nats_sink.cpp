@@ -90,6 +90,7 @@ struct NatsConfig {
   Duration timeout{10'000};
   Duration lease{0};
   Duration backoff_max{0};
+  bool sync_always = false;  // the user says the server fsyncs before it acks: no warning
   std::string where;
 };
 
@@ -245,6 +246,15 @@ class NatsSink final : public Sink {
             config_.stream.c_str(), static_cast<long long>(window_ms),
             static_cast<long long>(horizon.count()));
     }
+    // JetStream acks before its fsync by default (Jepsen, NATS 2.12.1: acknowledged writes lost
+    // on power loss); the sink cannot read the server's setting, so the user confirms it.
+    if (!config_.sync_always)
+      std::fprintf(stderr,
+                   "outpost: warning: a JetStream PubAck does not mean the event is on disk: "
+                   "nats-server fsyncs streams every 2 minutes by default, so a machine crash or "
+                   "power loss can lose acknowledged events; set 'sync_interval: always' in the "
+                   "server's jetstream block (nats-server 2.10 or later) and add sync_always=1 "
+                   "to the sink URL (docs/sinks.md, NATS durability)\n");
   }
 
   // The subject of an event of `type` (the template rendered once per type).
@@ -404,6 +414,7 @@ std::unique_ptr<Sink> open_nats_sink(std::string_view text, const SinkOptions& o
       Duration{url.int_param("lease_ms", 0, std::int64_t{1} << 40).value_or(options.lease.count())};
   c.backoff_max = Duration{url.int_param("backoff_max_ms", 0, std::int64_t{1} << 40)
                                .value_or(options.backoff_max.count())};
+  c.sync_always = url.bool_param("sync_always").value_or(false);
   url.reject_unknown();
   return std::make_unique<NatsSink>(std::move(c));
 }
