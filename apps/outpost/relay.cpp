@@ -1,7 +1,7 @@
 // outpost relay: claim events from a store and deliver them to a sink.
 //   outpost relay --store URL --sink URL [--batch N] [--lease-ms N] [--max-attempts N]
 //     [--backoff-base-ms N] [--backoff-max-ms N] [--concurrency N] [--unordered]
-//     [--until-empty] [--metrics ADDR]
+//     [--until-empty] [--deliver-timeout-ms N] [--drain-timeout-ms N] [--metrics ADDR]
 // Runs until SIGTERM/SIGINT (then drains: no new delivery, deliveries in flight get up to one
 // timeout or --drain-timeout-ms, the rest is released; a second signal gives them up at once) or,
 // with --until-empty, until nothing is pending or leased. Prints a one-line summary on stderr at
@@ -37,6 +37,7 @@ struct RelayArgs {
   bool unordered = false;
   bool until_empty = false;
   std::int64_t drain_timeout_ms = 0;
+  std::int64_t deliver_timeout_ms = 0;
   std::string metrics;
   bool quiet = false;
 };
@@ -83,6 +84,7 @@ int run_relay(const RelayArgs& a) {
   options.order = a.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
   options.until_empty = a.until_empty;
   options.drain_timeout = Duration(a.drain_timeout_ms);
+  options.deliver_timeout = Duration(a.deliver_timeout_ms);
   auto errors = std::make_shared<ErrorLog>(a.quiet);
   options.on_error = [errors](const std::string& m) { (*errors)(m); };
 
@@ -154,6 +156,11 @@ Runner add_relay_command(CLI::App& root) {
                   "Parallel deliveries in the sink (per-key order kept)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  sub->add_option("--deliver-timeout-ms", a->deliver_timeout_ms,
+                  "Deadline of one batch's delivery: past it, events in flight fail (timed out) "
+                  "and the rest is released (0: the lease)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
   sub->add_option("--drain-timeout-ms", a->drain_timeout_ms,
                   "On SIGTERM/SIGINT, give deliveries in flight at most this long, then release "
                   "them (0: one sink timeout)")

@@ -55,7 +55,9 @@ class Bus {
   void use_handle(HandleMiddleware middleware);
 
   void start();  // starts the relay thread
-  void stop();   // finishes the batch in flight, then returns
+  // Stops the relay (Relay::stop()): handlers running get up to relay.deliver_timeout (the lease
+  // by default) or relay.drain_timeout; one that never returns is abandoned, not waited for.
+  void stop();
 
   // For tests: waits until an event of `type` has been handled (successfully) after this call
   // or earlier since start(); returns it, or nullopt on timeout.

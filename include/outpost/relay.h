@@ -1,8 +1,8 @@
 #pragma once
 // The relay: one loop for every store and sink. Claims a batch under a lease, delivers it,
 // then acks/nacks/releases each event by its own outcome. While a batch runs long the lease is
-// renewed; if renewal fails the batch is abandoned (its events will be redelivered by whoever
-// holds them now). Memory is bounded by batch_size whatever the backlog.
+// renewed, up to the delivery deadline; if renewal fails the batch is abandoned (its events will
+// be redelivered by whoever holds them now). Memory is bounded by batch_size whatever the backlog.
 //
 // Thread safety: run() on one thread; stop(), abort() and counters() from any thread. With
 // pipelining (the default) the sink's deliver() runs on a thread of the relay's own, never two at
@@ -33,7 +33,9 @@ struct RelayOptions {
   // released (sinks that can be bounded: handlers, HTTP). 0: each ends by its own timeout (for
   // HTTP one request timeout).
   Duration drain_timeout{0};
-  // Deadline of one deliver() call; 0: none. See docs/relay.md, "Deadlines and stopping".
+  // Deadline of one deliver() call; 0: the lease. Past it, events still being delivered fail
+  // with "timed out after N ms" (attempt counted), those not started are released, and the
+  // lease is no longer renewed (docs/relay.md, "Deadlines and stopping").
   Duration deliver_timeout{0};
   // While a backlog lasts, run() may deliver one batch (on a delivery thread) while the store
   // settles the previous batch and claims the next, so store and sink round trips overlap; it

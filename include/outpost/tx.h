@@ -3,7 +3,7 @@
 // transaction as the caller's business data (guarantee 1, atomic emit).
 
 struct sqlite3;
-struct pg_conn;      // libpq's PGconn
+struct pg_conn;       // libpq's PGconn
 struct redisContext;  // hiredis
 
 namespace outpost {

@@ -26,6 +26,12 @@ void LeaseKeeper::arm(const ClaimedBatch& batch) {
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
 }
 
+void LeaseKeeper::renew_until(const ClaimedBatch& batch, SteadyClock::time_point until) {
+  std::lock_guard lock(mu_);
+  for (auto& e : entries_)
+    if (e.batch == &batch) e.until = until;
+}
+
 bool LeaseKeeper::disarm(const ClaimedBatch& batch) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return !renewing_; });
@@ -40,10 +46,12 @@ bool LeaseKeeper::disarm(const ClaimedBatch& batch) {
 void LeaseKeeper::run() {
   std::unique_lock lock(mu_);
   while (!quit_) {
-    // The entry that is due first (lost ones are no longer renewed).
+    // The entry that is due first (lost ones, and those past their deadline, are no longer
+    // renewed).
+    const auto now = SteadyClock::now();
     Entry* next = nullptr;
     for (auto& e : entries_)
-      if (!e.lost && (!next || e.last_renew < next->last_renew)) next = &e;
+      if (!e.lost && now < e.until && (!next || e.last_renew < next->last_renew)) next = &e;
     if (!next) {
       cv_.wait_for(lock, interval_);
       continue;
@@ -55,12 +63,17 @@ void LeaseKeeper::run() {
     }
     const ClaimedBatch* batch = next->batch;
     auto started = SteadyClock::now();
+    // Up to the deadline plus one interval at most (no lease past what renew_until allows).
+    Duration lease = lease_;
+    if (next->until != SteadyClock::time_point::max())
+      lease =
+          std::min(lease, std::chrono::duration_cast<Duration>(next->until - started) + interval_);
     renewing_ = true;
     lock.unlock();
     bool held = true;
     std::string error;
     try {
-      held = store_.renew(*batch, lease_);
+      held = store_.renew(*batch, lease);
     } catch (const std::exception& ex) {
       error = ex.what();
     } catch (...) {
@@ -80,7 +93,6 @@ void LeaseKeeper::run() {
     if (it != entries_.end()) {
       // A throwing renew is retried one interval later: two more chances before the lease ends.
       it->last_renew = started;
-      if (error.empty()) renewals_.fetch_add(1, std::memory_order_relaxed);
       if (!held) it->lost = true;
     }
     cv_.notify_all();

@@ -5,12 +5,11 @@
 // uncontended mutex (no wake-up per batch): the keeper wakes on its own every interval and
 // renews only batches that have been armed for at least one interval.
 //
-// Thread safety: arm/disarm from the relay thread only; the keeper runs on its own thread.
+// Thread safety: arm/disarm from the relay thread only, renew_until from the thread that
+// delivers the batch; the keeper runs on its own thread.
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -31,17 +30,20 @@ class LeaseKeeper {
 
   // Starts keeping `batch` (which must stay alive and unchanged until disarm(batch)).
   void arm(const ClaimedBatch& batch);
+  // Renews `batch` (armed) only until `until` (its delivery deadline) plus one interval, so
+  // settling the batch right after the deadline still holds it; then its lease runs out and
+  // another relay may claim the events of a sink that hangs past its deadline.
+  void renew_until(const ClaimedBatch& batch, std::chrono::steady_clock::time_point until);
   // Stops keeping it; waits for a renew in progress. false: a renew reported the lease lost.
   // Disarming a batch that is not armed returns true.
   bool disarm(const ClaimedBatch& batch);
-
-  std::uint64_t renewals() const { return renewals_.load(std::memory_order_relaxed); }
 
  private:
   using SteadyClock = std::chrono::steady_clock;
   struct Entry {
     const ClaimedBatch* batch;
     SteadyClock::time_point last_renew;
+    SteadyClock::time_point until = SteadyClock::time_point::max();  // renew up to then
     bool lost = false;
   };
   void run();
@@ -56,8 +58,7 @@ class LeaseKeeper {
   std::vector<Entry> entries_;  // guarded by mu_: the batches being kept (at most a few)
   bool renewing_ = false;       // guarded by mu_
   bool quit_ = false;           // guarded by mu_
-  std::atomic<std::uint64_t> renewals_{0};
-  std::thread thread_;  // started by the first arm()
+  std::thread thread_;          // started by the first arm()
 };
 
 }  // namespace outpost::relay_detail

@@ -198,7 +198,9 @@ struct Relay::Impl {
     auto events = slot.to_deliver();
     if (events.empty()) return;
     try {
-      control.begin(options.deliver_timeout);
+      const auto now = DeliveryControl::Clock::now();
+      control.begin(deliver_timeout, now);
+      keeper.renew_until(slot.batch, now + deliver_timeout);
       slot.results = sink.deliver_bounded(events, control);
     } catch (const std::exception& ex) {
       slot.results.assign(events.size(), DeliveryResult::failed(ex.what()));
@@ -614,6 +616,9 @@ struct Relay::Impl {
   Store& store;
   Sink& sink;
   const RelayOptions options;
+  // A deliver() call's deadline (deliver_timeout, the lease when 0).
+  const Duration deliver_timeout =
+      options.deliver_timeout.count() > 0 ? options.deliver_timeout : options.lease;
 
   std::atomic<bool> stopping{false};
   std::mutex sleep_mu;

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 
@@ -193,6 +195,50 @@ TEST_P(BusTest, RestartsAfterStopAndDestructorStops) {
     ASSERT_TRUE(bus.wait_for("b", 5s));
   }  // the destructor stops the running relay
   EXPECT_LT(SteadyClock::now() - t0, 5s);
+}
+
+// Issue 10 defect 3: a handler that never returns does not hold stop() beyond the deliver
+// timeout, nor later events of other keys; it is reported with the timeout.
+TEST_P(BusTest, AHungHandlerTimesOutAndStopDoesNotWaitForIt) {
+  auto store = make_store();
+  BusOptions o = fast_options();
+  o.relay.deliver_timeout = 200ms;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;  // guarded by mu: opened at the end of the test
+  std::atomic<int> hanging{0};
+  std::vector<std::string> errors;  // guarded by mu
+  o.on_error = [&](const std::string& m, const StoredEvent*) {
+    std::lock_guard lock(mu);
+    errors.push_back(m);
+  };
+  {
+    Bus bus(store, o);
+    bus.on("hang", [&](const StoredEvent&) {
+      ++hanging;
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return released; });
+      --hanging;
+    });
+    bus.on("ok", [](const StoredEvent&) {});
+    bus.start();
+    bus.emit(Event::make("hang", "{}", "k1"));
+    ASSERT_TRUE(eventually([&] { return hanging.load() == 1; }, 30s));
+    bus.emit(Event::make("ok", "{}", "k2"));
+    EXPECT_TRUE(bus.wait_for("ok", 30s).has_value());
+    bus.stop();  // returns although the handler still hangs
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(std::any_of(errors.begin(), errors.end(), [](const std::string& m) {
+      return m.find("timed out after 200 ms") != std::string::npos;
+    }));
+  }
+  {
+    std::lock_guard lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  // The abandoned handler thread uses this test's locals: let it return before they go.
+  EXPECT_TRUE(eventually([&] { return hanging.load() == 0; }, 30s));
 }
 
 TEST_P(BusTest, NullStoreIsAConfigError) {

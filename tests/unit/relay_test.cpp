@@ -286,6 +286,7 @@ TEST_P(RelayTest, ExpiredLeaseOfAHungRelayIsRecoveredByAnotherRelay) {
   RelayOptions o;
   o.lease = 100ms;
   o.poll_interval = 20ms;
+  o.deliver_timeout = 30s;  // a hung process: its deadline never comes
   Relay a(*hung_view, sink_a, o);
   Relay b(*other, sink_b, o);
   std::thread ta([&] { a.run_once(); });
@@ -319,6 +320,7 @@ TEST_P(RelayTest, LiveLeaseIsRenewedAndNotTakenOver) {
   RelayOptions o;
   o.lease = 100ms;
   o.poll_interval = 10ms;
+  o.deliver_timeout = 30s;  // longer than the lease: renewed while the handler works
   Relay a(*counted, sink_a, o);
   Relay b(*other, sink_b, o);
   std::thread ta([&] { a.run_once(); });
@@ -607,6 +609,187 @@ TEST_P(RelayTest, StopGivesBackTheBatchClaimedAheadWithoutCountingAnAttempt) {
   auto rest = store.claim(1000, 5s, ClaimOrder::unordered);
   ASSERT_EQ(rest.events.size(), 100u);
   for (const auto& e : rest.events) EXPECT_EQ(e.attempts, 1) << "the given-back claim counted";
+}
+
+// Blocks every caller until open() (at the end of a test): a handler or sink that never returns
+// while the test looks. The destructor waits until every caller has left (an abandoned handler
+// thread still runs after the relay returned).
+class Gate {
+ public:
+  ~Gate() {
+    open();
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return inside_ == 0; });
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    ++inside_;
+    cv_.wait(lock, [&] { return open_; });
+    --inside_;
+    cv_.notify_all();
+  }
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  int waiting() {
+    std::lock_guard lock(mu_);
+    return waiting_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  int waiting_ = 0;  // callers so far
+  int inside_ = 0;   // callers not yet returned
+};
+
+// Collects the relay's delivery error messages.
+struct Errors {
+  std::mutex mu;
+  std::vector<std::string> messages;
+  void add(const std::string& m) {
+    std::lock_guard lock(mu);
+    messages.push_back(m);
+  }
+  bool any_contains(const std::string& text) {
+    std::lock_guard lock(mu);
+    return std::any_of(messages.begin(), messages.end(),
+                       [&](const std::string& m) { return m.find(text) != std::string::npos; });
+  }
+};
+
+// Issue 10 defect 3: a handler that never returns fails at the deliver timeout (attempt counted),
+// events of other keys go on, and its key waits (never two of its events at once) until it
+// returns.
+TEST_P(RelayTest, DeliverTimeoutFailsAHungHandlerAndOtherKeysGoOn) {
+  auto store = make_store();
+  store->append(std::vector<Event>{Event::make("hang", "{}", "a"), Event::make("ok", "{}", "b"),
+                                   Event::make("ok", "{}", "a")});
+  Gate gate;
+  std::atomic<int> in_key_a{0}, overlaps{0}, hangs{0};
+  std::mutex mu;
+  std::vector<std::string> handled;  // "type/key" in handling order
+  auto record = [&](const StoredEvent& e) {
+    std::lock_guard lock(mu);
+    handled.push_back(e.type + "/" + e.key);
+  };
+  auto count_handled = [&](const std::string& what) {
+    std::lock_guard lock(mu);
+    return std::count(handled.begin(), handled.end(), what);
+  };
+  HandlerSink sink;  // one handler thread
+  sink.on("hang", [&](const StoredEvent& e) {
+    if (in_key_a.fetch_add(1) != 0) ++overlaps;
+    if (hangs.fetch_add(1) == 0) gate.wait();  // the first time: until the end of the test
+    record(e);
+    in_key_a.fetch_sub(1);
+  });
+  sink.on("ok", [&](const StoredEvent& e) {
+    if (e.key == "a" && in_key_a.fetch_add(1) != 0) ++overlaps;
+    record(e);
+    if (e.key == "a") in_key_a.fetch_sub(1);
+  });
+  Errors errors;
+  RelayOptions o;
+  o.lease = 5s;
+  o.deliver_timeout = 200ms;
+  o.max_attempts = 1000;
+  o.backoff_base = 1ms;
+  o.backoff_max = 20ms;
+  o.poll_interval = 20ms;
+  o.on_delivery_error = [&](const std::string& m, const StoredEvent&) { errors.add(m); };
+  Relay relay(*store, sink, o);
+  std::thread t([&] { relay.run(); });
+
+  // Key b is delivered while the handler of a's first event still hangs; a's second event waits.
+  EXPECT_TRUE(eventually([&] { return count_handled("ok/b") == 1; }, 30s));
+  EXPECT_TRUE(errors.any_contains("timed out after 200 ms (deliver timeout)"));
+  EXPECT_TRUE(eventually(
+      [&] { return errors.any_contains("is still running past its deliver timeout"); }, 30s));
+  EXPECT_EQ(count_handled("ok/a"), 0);
+  EXPECT_EQ(gate.waiting(), 1);
+
+  gate.open();  // the hung handler returns; key a goes on
+  EXPECT_TRUE(eventually([&] { return count_handled("ok/a") == 1; }, 30s));
+  relay.stop();
+  t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  auto s = store->stats();
+  EXPECT_EQ(s.pending + s.leased + s.dead, 0);
+}
+
+// stop() does not wait for a handler that never returns: its delivery is given up after the
+// drain timeout and the event released without counting the attempt.
+TEST_P(RelayTest, StopGivesUpAHungHandlerAfterTheDrainTimeout) {
+  auto store = make_store();
+  store->append(make_events(1, "hang"));
+  Gate gate;
+  HandlerSink sink;
+  sink.on("hang", [&](const StoredEvent&) { gate.wait(); });
+  RelayOptions o;
+  o.deliver_timeout = 600s;
+  o.drain_timeout = 100ms;
+  Relay relay(*store, sink, o);
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    relay.run();
+    returned = true;
+  });
+  ASSERT_TRUE(eventually([&] { return gate.waiting() == 1; }, 30s));
+  relay.stop();
+  // Bounded by the drain timeout, far below the deliver timeout.
+  EXPECT_TRUE(eventually([&] { return returned.load(); }, 60s));
+  gate.open();
+  t.join();
+  EXPECT_EQ(relay.counters().released, 1u);
+  EXPECT_EQ(relay.counters().failed, 0u);
+  auto events = store->list(10);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].attempts, 0);
+}
+
+// A sink that blocks in deliver() ignoring the relay's control (as a broker sink may).
+class HangingSink : public Sink {
+ public:
+  explicit HangingSink(Gate& gate) : gate_(gate) {}
+  std::string_view name() const override { return "hanging"; }
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    gate_.wait();
+    return std::vector<DeliveryResult>(events.size(), DeliveryResult::delivered());
+  }
+
+ private:
+  Gate& gate_;
+};
+
+// Past the deliver timeout the lease is no longer renewed: another relay can take the events
+// of a sink that hangs (before, the lease keeper renewed it for ever).
+TEST_P(RelayTest, LeaseIsNotRenewedPastTheDeliverTimeout) {
+  auto store = make_store();
+  auto other = second_view();
+  store->append(make_events(1, "t"));
+  Gate gate;
+  HangingSink sink(gate);
+  RelayOptions o;
+  o.lease = 100ms;
+  o.deliver_timeout = 300ms;
+  Relay relay(*store, sink, o);
+  std::thread t([&] { relay.run_once(); });
+  ASSERT_TRUE(eventually([&] { return gate.waiting() == 1; }, 30s));
+  ClaimedBatch taken;
+  EXPECT_TRUE(eventually(
+      [&] {
+        taken = other->claim(10, Duration{60'000});
+        return !taken.empty();
+      },
+      30s));
+  gate.open();
+  t.join();
+  EXPECT_EQ(relay.counters().lease_lost, 1u);  // its late ack was fenced
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, RelayTest, ::testing::ValuesIn(testing::store_cases()), case_name);

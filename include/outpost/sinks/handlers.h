@@ -13,10 +13,10 @@
 // ignore_unknown_types, then it is `delivered` unhandled. A handle middleware returning false
 // drops the event: `delivered` without running the handler.
 //
-// Concurrency: with concurrency N > 1 a persistent pool of N-1 threads plus the calling thread
-// runs the batch; events are grouped into lanes by key (an empty key is a lane of its own), each
+// Concurrency: a persistent pool of N threads (N = concurrency) runs the batch while the calling
+// thread waits; events are grouped into lanes by key (an empty key is a lane of its own), each
 // lane runs in order on one thread at a time, and once an event of a lane fails its later events
-// are `skipped`. With N = 1 everything runs inline on the caller's thread.
+// are `skipped`. Handlers see a copy of the event that lives as long as the handler runs.
 //
 // Thread safety: on/off/use may be called from any thread at any time (a batch sees the table as
 // it was when deliver() started); deliver() is called by one relay thread at a time.
@@ -41,8 +41,9 @@ using HandleMiddleware = std::function<bool(const StoredEvent&)>;
 struct HandlerSinkOptions {
   std::size_t concurrency = 1;        // handler threads (>= 1); 1 runs inline on the relay thread
   bool ignore_unknown_types = false;  // false: an event with no handler fails (-> dead letter)
-  // Called after a handler returned for an event (not for dropped or unknown events). May run on
-  // any handler thread, concurrently. Must not throw.
+  // Called after a handler returned for an event (not for dropped or unknown events, nor for a
+  // handler that returned after its call gave up on it). May run on any handler thread, one at a
+  // time. Must not throw.
   std::function<void(const StoredEvent&)> on_handled = nullptr;
 };
 
@@ -64,6 +65,12 @@ class HandlerSink final : public Sink {
   void use(HandleMiddleware middleware);
 
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override;
+  // Past the control's deadline the handlers still running fail with its "timed out" error;
+  // when stopping, no further handler starts and, past the abandon time, those running are
+  // `skipped`. Either way their threads are abandoned (replaced in the pool), and until such a
+  // handler returns, events of its key fail at once instead of running beside it.
+  std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
+                                              const DeliveryControl& control) override;
   void close() override;
 
  private:

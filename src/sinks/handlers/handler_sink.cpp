@@ -1,9 +1,13 @@
-// The handler-table sink. The hot path (concurrency 1) is one table snapshot per batch and one
-// hash lookup per event; the concurrent path groups the batch into per-key lanes with a counting
-// sort into reused buffers, and runs the lanes on a persistent pool plus the calling thread.
+// The handler-table sink. Each deliver() groups the batch into per-key lanes (a counting sort)
+// and hands them to a pool of `concurrency` threads, while the calling thread watches the
+// relay's DeliveryControl: at the deadline (or when a stop gives up) it returns without the
+// handlers still running, whose threads are abandoned, replaced in the pool, and whose keys are
+// held back until they return. So a handler that never returns costs one thread and its own
+// key, never the relay.
 
 #include "outpost/sinks/handlers.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -22,38 +26,38 @@ struct Table {
   std::vector<HandleMiddleware> middlewares;
 };
 
-}  // namespace
+// One deliver() call. Workers and the caller share it through a shared_ptr: a worker whose
+// handler overran the call's deadline still holds it (and the copy of its event) after the call
+// returned, so nothing it touches is freed under it.
+struct Job {
+  std::vector<StoredEvent> events;  // copies: an abandoned handler may still hold one
+  std::vector<DeliveryResult> results;
+  std::vector<std::uint32_t> order, lane_begin;  // lanes by key (counting sort)
+  std::shared_ptr<const Table> table;
+  // Guarded by Shared::mu:
+  std::size_t next_lane = 0;
+  std::size_t lanes_done = 0;
+  std::vector<std::int64_t> running;  // per lane: index of the event whose handler runs, or -1
+  std::vector<char> blocked;          // per lane: held back behind a hung key, run nothing
+  bool stopping = false;              // the relay is stopping: start no further event
+  bool closed = false;                // the caller returned: workers leave the job
+  std::size_t lanes() const { return lane_begin.size() - 1; }
+};
 
-struct HandlerSink::Impl {
-  explicit Impl(HandlerSinkOptions o) : options(std::move(o)) {
-    if (options.concurrency == 0) throw ConfigError("handler concurrency must be at least 1");
-    table = std::make_shared<const Table>();
-    for (std::size_t i = 1; i < options.concurrency; ++i) workers.emplace_back([this] { work(); });
-  }
+// State shared with the worker threads, which are detached: a worker abandoned inside a handler
+// that never returns keeps this alive instead of the sink.
+struct Shared {
+  explicit Shared(HandlerSinkOptions o) : options(std::move(o)) {}
+  const HandlerSinkOptions options;
+  std::mutex mu;
+  std::condition_variable work_cv, done_cv;
+  std::shared_ptr<Job> job;                        // guarded by mu: the current call's
+  std::unordered_map<std::string, int> hung_keys;  // guarded by mu: abandoned handlers per key
+  std::size_t workers = 0;                         // guarded by mu: pool threads (not abandoned)
+  bool shutting_down = false;                      // guarded by mu
 
-  ~Impl() {
-    {
-      std::lock_guard lock(mu);
-      shutting_down = true;
-    }
-    job_cv.notify_all();
-    for (auto& t : workers) t.join();
-  }
-
-  std::shared_ptr<const Table> snapshot() {
-    std::lock_guard lock(table_mu);
-    return table;
-  }
-
-  template <typename F>
-  void modify(F&& f) {
-    std::lock_guard lock(table_mu);
-    auto next = std::make_shared<Table>(*table);
-    f(*next);
-    table = std::move(next);
-  }
-
-  DeliveryResult run_one(const StoredEvent& e, const Table& t) {
+  // `handled`: set when a handler ran and returned (on_handled is due).
+  DeliveryResult run_one(const StoredEvent& e, const Table& t, bool& handled) const {
     try {
       for (const auto& mw : t.middlewares)
         if (!mw(e)) return DeliveryResult::delivered();  // dropped: acked unhandled
@@ -70,108 +74,188 @@ struct HandlerSink::Impl {
     } catch (...) {
       return DeliveryResult::failed("handler for '" + e.type + "' threw a non-standard exception");
     }
-    if (options.on_handled) {
-      try {
-        options.on_handled(e);
-      } catch (...) {  // documented as must-not-throw; never turn a delivery into a failure
-      }
-    }
+    handled = true;
     return DeliveryResult::delivered();
   }
 
-  // Runs lane `lane` of the current job; results go to distinct slots, so no locking.
-  void run_lane(std::size_t lane) {
+  // A pool thread: takes lanes of the current job. Returns when the sink shuts down, or when
+  // its handler outlived the call that ran it (it was replaced; see Impl::give_up).
+  static void work(std::shared_ptr<Shared> self) {
+    std::unique_lock lock(self->mu);
+    for (;;) {
+      self->work_cv.wait(lock, [&] {
+        return self->shutting_down ||
+               (self->job && !self->job->closed && self->job->next_lane < self->job->lanes());
+      });
+      if (self->shutting_down) break;
+      std::shared_ptr<Job> job = self->job;
+      const std::size_t lane = job->next_lane++;
+      if (!self->run_lane(*job, lane, lock)) return;  // abandoned: no longer in the pool
+      if (++job->lanes_done == job->lanes()) self->done_cv.notify_all();
+    }
+    --self->workers;
+    self->done_cv.notify_all();
+  }
+
+  // Runs one lane in order; `lock` is held on entry and exit, released around each handler.
+  // false: the call gave up on this lane while a handler ran (this thread was abandoned).
+  bool run_lane(Job& job, std::size_t lane, std::unique_lock<std::mutex>& lock) {
+    if (job.blocked[lane]) return true;
     bool failed = false;
-    for (std::uint32_t k = lane_begin[lane]; k < lane_begin[lane + 1]; ++k) {
-      std::uint32_t i = order[k];
-      const StoredEvent& e = job_events[i];
+    for (std::uint32_t k = job.lane_begin[lane]; k < job.lane_begin[lane + 1]; ++k) {
+      const std::uint32_t i = job.order[k];
+      const StoredEvent& e = job.events[i];
+      if (job.closed || job.stopping) return true;  // the rest stay `skipped`
       if (failed) {
-        (*job_results)[i] =
+        job.results[i] =
             DeliveryResult::skipped("an earlier event of key '" + e.key + "' failed in this batch");
         continue;
       }
-      (*job_results)[i] = run_one(e, *job_table);
-      failed = !(*job_results)[i].ok();
-    }
-  }
-
-  // Takes lanes until none is left. Returns after the last lane it took is finished.
-  void drain_lanes() {
-    std::size_t lanes = lane_begin.size() - 1;
-    for (;;) {
-      std::size_t lane = next_lane.fetch_add(1, std::memory_order_relaxed);
-      if (lane >= lanes) return;
-      run_lane(lane);
-      if (lanes_done.fetch_add(1, std::memory_order_acq_rel) + 1 == lanes) {
-        std::lock_guard lock(mu);
-        done_cv.notify_all();
+      job.running[lane] = i;
+      lock.unlock();
+      bool handled = false;
+      DeliveryResult r = run_one(e, *job.table, handled);
+      lock.lock();
+      job.running[lane] = -1;
+      if (job.closed) {  // the call returned without this result: this thread was replaced
+        if (!e.key.empty() && --hung_keys[e.key] == 0) hung_keys.erase(e.key);
+        return false;  // and no on_handled: its owner (the Bus) may be gone
       }
-    }
-  }
-
-  void work() {
-    std::uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock lock(mu);
-        job_cv.wait(lock, [&] { return shutting_down || (job_open && job_gen != seen); });
-        if (shutting_down) return;
-        seen = job_gen;
-        ++active;
-      }
-      drain_lanes();
-      {
-        std::lock_guard lock(mu);
-        if (--active == 0) done_cv.notify_all();
-      }
-    }
-  }
-
-  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) {
-    std::vector<DeliveryResult> results(events.size());
-    auto t = snapshot();
-    if (workers.empty()) {
-      // Inline: one lane per key is implicit since everything runs in order on this thread;
-      // only the "skip after a failure of the same key" rule needs tracking.
-      failed_keys.clear();
-      for (std::size_t i = 0; i < events.size(); ++i) {
-        const StoredEvent& e = events[i];
-        if (!failed_keys.empty() && !e.key.empty() && failed_keys.contains(e.key)) {
-          results[i] = DeliveryResult::skipped("an earlier event of key '" + e.key +
-                                               "' failed in this batch");
-          continue;
+      if (handled && options.on_handled) {
+        // Under mu, so a call that gives up cannot return (and its owner go away) meanwhile.
+        try {
+          options.on_handled(e);
+        } catch (...) {  // documented as must-not-throw; never turn a delivery into a failure
         }
-        results[i] = run_one(e, *t);
-        if (!results[i].ok() && !e.key.empty()) failed_keys.emplace(e.key);
       }
-      return results;
+      failed = !r.ok();
+      job.results[i] = std::move(r);
     }
+    return true;
+  }
+};
 
-    build_lanes(events);
-    job_events = events;
-    job_results = &results;
-    job_table = t.get();
-    next_lane.store(0, std::memory_order_relaxed);
-    lanes_done.store(0, std::memory_order_relaxed);
-    std::size_t lanes = lane_begin.size() - 1;
-    {
-      std::lock_guard lock(mu);
-      ++job_gen;
-      job_open = true;
+}  // namespace
+
+struct HandlerSink::Impl {
+  explicit Impl(HandlerSinkOptions o) : shared(std::make_shared<Shared>(std::move(o))) {
+    if (shared->options.concurrency == 0)
+      throw ConfigError("handler concurrency must be at least 1");
+    std::lock_guard lock(shared->mu);
+    for (std::size_t i = 0; i < shared->options.concurrency; ++i) spawn_worker();
+  }
+
+  ~Impl() {
+    std::unique_lock lock(shared->mu);
+    shared->shutting_down = true;
+    shared->work_cv.notify_all();
+    // Pool threads finish their lane (deliver() is not running); abandoned ones keep `shared`.
+    shared->done_cv.wait(lock, [&] { return shared->workers == 0; });
+  }
+
+  void spawn_worker() {  // mu held
+    std::thread(&Shared::work, shared).detach();
+    ++shared->workers;
+  }
+
+  std::shared_ptr<const Table> snapshot() {
+    std::lock_guard lock(table_mu);
+    return table;
+  }
+
+  template <typename F>
+  void modify(F&& f) {
+    std::lock_guard lock(table_mu);
+    auto next = std::make_shared<Table>(*table);
+    f(*next);
+    table = std::move(next);
+  }
+
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events,
+                                      const DeliveryControl& control) {
+    if (events.empty()) return {};
+    auto job = std::make_shared<Job>();
+    job->events.assign(events.begin(), events.end());
+    job->results.assign(events.size(),
+                        DeliveryResult::skipped("not started (relay stopping or deliver timeout)"));
+    job->table = snapshot();
+    build_lanes(*job);
+    job->running.assign(job->lanes(), -1);
+    job->blocked.assign(job->lanes(), 0);
+
+    std::unique_lock lock(shared->mu);
+    hold_back_hung_keys(*job);
+    shared->job = job;
+    shared->work_cv.notify_all();
+    for (;;) {
+      if (job->lanes_done == job->lanes()) break;
+      const auto now = DeliveryControl::Clock::now();
+      if (now >= control.deadline()) {
+        give_up(*job, DeliveryResult::failed(control.timed_out_error()));
+        break;
+      }
+      if (control.stopping()) {
+        job->next_lane = job->lanes();  // start no lane and no further event
+        job->stopping = true;
+        if (now >= control.abandon_at()) {
+          give_up(*job, DeliveryResult::skipped("abandoned unconfirmed: the relay is stopping"));
+          break;
+        }
+        if (std::none_of(job->running.begin(), job->running.end(),
+                         [](std::int64_t i) { return i >= 0; }))
+          break;
+      }
+      shared->done_cv.wait_until(lock, std::min({control.deadline(), control.abandon_at(),
+                                                 now + DeliveryControl::kPollInterval}));
     }
-    job_cv.notify_all();
-    drain_lanes();
-    {
-      std::unique_lock lock(mu);
-      done_cv.wait(lock, [&] { return lanes_done.load(std::memory_order_acquire) == lanes; });
-      job_open = false;  // workers that have not picked the job up yet must not join it now
-      done_cv.wait(lock, [&] { return active == 0; });
+    job->closed = true;
+    if (shared->job == job) shared->job.reset();
+    return std::move(job->results);
+  }
+
+  // Events of a key whose handler was abandoned still running fail (with backoff) instead of
+  // running beside it: a key's events never run concurrently.
+  void hold_back_hung_keys(Job& job) {  // mu held
+    if (shared->hung_keys.empty()) return;
+    for (std::size_t i = 0; i < job.events.size(); ++i) {
+      const auto& key = job.events[i].key;
+      if (key.empty() || !shared->hung_keys.contains(key)) continue;
+      job.results[i] = DeliveryResult::failed(
+          "the handler of an earlier event of key '" + key +
+          "' is still running past its deliver timeout (its thread was abandoned)");
     }
-    return results;
+    // A lane is one key: its first event failed above, its later ones are skipped.
+    for (std::size_t lane = 0; lane < job.lanes(); ++lane) {
+      auto first = job.order[job.lane_begin[lane]];
+      if (job.results[first].status != DeliveryResult::Status::failed) continue;
+      job.blocked[lane] = 1;
+      for (auto k = job.lane_begin[lane] + 1; k < job.lane_begin[lane + 1]; ++k)
+        job.results[job.order[k]] = DeliveryResult::skipped(
+            "an earlier event of key '" + job.events[first].key + "' failed in this batch");
+    }
+  }
+
+  // The call ends now: each handler still running gets `outcome`, its thread is abandoned
+  // (replaced in the pool) and its key held back until it returns.
+  void give_up(Job& job, const DeliveryResult& outcome) {  // mu held
+    job.next_lane = job.lanes();
+    for (std::int64_t i : job.running) {
+      if (i < 0) continue;
+      const auto& e = job.events[static_cast<std::size_t>(i)];
+      job.results[static_cast<std::size_t>(i)] = outcome;
+      if (outcome.status == DeliveryResult::Status::failed)
+        job.results[static_cast<std::size_t>(i)].error +=
+            "; its handler thread is abandoned still running" +
+            (e.key.empty() ? std::string() : " (key '" + e.key + "' is held until it returns)");
+      if (!e.key.empty()) ++shared->hung_keys[e.key];
+      --shared->workers;
+      spawn_worker();
+    }
   }
 
   // Groups events into lanes (stable counting sort into `order`, lanes in first-seen order).
-  void build_lanes(std::span<const StoredEvent> events) {
+  void build_lanes(Job& job) {
+    const auto& events = job.events;
     lane_of.resize(events.size());
     lane_index.clear();
     std::uint32_t lanes = 0;
@@ -185,49 +269,23 @@ struct HandlerSink::Impl {
         lane_of[i] = it->second;
       }
     }
-    lane_begin.assign(lanes + 1, 0);
-    for (std::size_t i = 0; i < events.size(); ++i) ++lane_begin[lane_of[i] + 1];
-    for (std::uint32_t l = 0; l < lanes; ++l) lane_begin[l + 1] += lane_begin[l];
-    fill.assign(lane_begin.begin(), lane_begin.end() - 1);
-    order.resize(events.size());
+    job.lane_begin.assign(lanes + 1, 0);
+    for (std::size_t i = 0; i < events.size(); ++i) ++job.lane_begin[lane_of[i] + 1];
+    for (std::uint32_t l = 0; l < lanes; ++l) job.lane_begin[l + 1] += job.lane_begin[l];
+    fill.assign(job.lane_begin.begin(), job.lane_begin.end() - 1);
+    job.order.resize(events.size());
     for (std::size_t i = 0; i < events.size(); ++i)
-      order[fill[lane_of[i]]++] = static_cast<std::uint32_t>(i);
+      job.order[fill[lane_of[i]]++] = static_cast<std::uint32_t>(i);
   }
 
-  const HandlerSinkOptions options;
+  std::shared_ptr<Shared> shared;
 
   std::mutex table_mu;
-  std::shared_ptr<const Table> table;  // guarded by table_mu
+  std::shared_ptr<const Table> table = std::make_shared<const Table>();  // guarded by table_mu
 
-  // Reused per-batch buffers; only the delivering thread writes them before publishing a job.
+  // Reused per-call buffers of the delivering thread.
   std::unordered_map<std::string_view, std::uint32_t> lane_index;
-  std::vector<std::uint32_t> lane_of, lane_begin, fill, order;
-  struct KeySet {
-    std::vector<std::string> keys;
-    void clear() { keys.clear(); }
-    bool empty() const { return keys.empty(); }
-    bool contains(const std::string& k) const {
-      for (const auto& x : keys)
-        if (x == k) return true;
-      return false;
-    }
-    void emplace(const std::string& k) { keys.push_back(k); }
-  } failed_keys;  // failures are rare: a small vector beats a hash set
-
-  // The current job, published under mu via job_gen/job_open.
-  std::span<const StoredEvent> job_events;
-  std::vector<DeliveryResult>* job_results = nullptr;
-  const Table* job_table = nullptr;
-  std::atomic<std::size_t> next_lane{0};
-  std::atomic<std::size_t> lanes_done{0};
-
-  std::mutex mu;
-  std::condition_variable job_cv, done_cv;
-  std::uint64_t job_gen = 0;   // guarded by mu
-  bool job_open = false;       // guarded by mu
-  std::size_t active = 0;      // workers inside the current job; guarded by mu
-  bool shutting_down = false;  // guarded by mu
-  std::vector<std::thread> workers;
+  std::vector<std::uint32_t> lane_of, fill;
 };
 
 HandlerSink::HandlerSink(HandlerSinkOptions options)
@@ -258,7 +316,13 @@ void HandlerSink::use(HandleMiddleware middleware) {
 }
 
 std::vector<DeliveryResult> HandlerSink::deliver(std::span<const StoredEvent> events) {
-  return impl_->deliver(events);
+  const DeliveryControl unbounded;
+  return impl_->deliver(events, unbounded);
+}
+
+std::vector<DeliveryResult> HandlerSink::deliver_bounded(std::span<const StoredEvent> events,
+                                                         const DeliveryControl& control) {
+  return impl_->deliver(events, control);
 }
 
 void HandlerSink::close() {}  // deliveries are synchronous: nothing is ever buffered
