@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "baseline.h"
+#include "core/fair_lock.h"
 #include "core/url.h"
 #include "outpost/error.h"
 #include "outpost/event.h"
@@ -63,26 +64,6 @@ Stmt prepare(sqlite3* db, const char* sql) {
   return Stmt(s);
 }
 
-// FIFO (ticket) lock: whoever asked first writes first.
-class FairLock {
- public:
-  void lock() {
-    std::unique_lock l(mu_);
-    auto my = next_++;
-    cv_.wait(l, [&] { return serving_ == my; });
-  }
-  void unlock() {
-    std::lock_guard l(mu_);
-    ++serving_;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t next_ = 0, serving_ = 0;
-};
-
 }  // namespace
 
 BaselineResult sqlite_baseline(const BaselineRequest& request) {
@@ -122,7 +103,7 @@ BaselineResult sqlite_baseline(const BaselineRequest& request) {
         prepare(consumer_db.get(),
                 "DELETE FROM baseline WHERE seq IN (SELECT seq FROM baseline ORDER BY "
                 "seq LIMIT ?1) RETURNING seq, id, type, key, payload, occurred_at, headers");
-    FairLock lock;
+    core::FairLock lock;
     std::atomic<bool> failed{false};
     std::string error;
     std::mutex error_mu;

@@ -18,13 +18,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <span>
 #include <unordered_map>
 
 #include "core/append_check.h"
+#include "core/batch_seqs.h"
+#include "core/headers_json.h"
 #include "outpost/stores/postgres.h"
 #include "stores/postgres/config.h"
 #include "stores/postgres/listener.h"
@@ -37,21 +38,11 @@
 namespace outpost {
 namespace {
 
-std::string headers_json(const Headers& headers) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : headers) j[k] = v;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
+// The binary jsonb format: a version byte, then the JSON text. Not an object: no headers.
 Headers parse_headers_jsonb(std::string_view bin) {
-  Headers out;
-  if (bin.empty()) return out;
-  bin.remove_prefix(1);  // jsonb binary format version byte
-  auto j = nlohmann::json::parse(bin, nullptr, false);
-  if (!j.is_object()) return out;
-  for (auto it = j.begin(); it != j.end(); ++it)
-    out[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
-  return out;
+  if (bin.empty()) return {};
+  bin.remove_prefix(1);
+  return core::headers_from_json(bin).value_or(Headers{});
 }
 
 std::string uuid_array_text(const std::vector<EventId>& ids) {
@@ -133,7 +124,7 @@ class PostgresStore final : public Store {
         tmp.clear();
         pg::put_i64(tmp, pg::to_pg_micros(e.occurred_at));
         times.add(tmp);
-        headers.add("\x01" + headers_json(e.headers));
+        headers.add("\x01" + core::headers_to_json(e.headers));
       }
       for (auto* a : {&ids, &types, &keys, &payloads, &times, &headers}) params.binary(a->finish());
     }
@@ -382,7 +373,7 @@ class PostgresStore final : public Store {
   std::optional<pg::Stmt> by_seq(const ClaimedBatch& batch, std::span<const EventId> ids,
                                  const char* name, const std::string& sql, const char* what) {
     if (ids.empty()) return std::nullopt;
-    auto seqs = seqs_of(batch, ids);
+    auto seqs = core::seqs_of(batch, ids);  // ids not in the batch cannot count
     if (seqs.empty()) return std::nullopt;
     pg::Stmt s{name, sql, {}, what};
     s.params.text(batch.lease.owner);
@@ -432,23 +423,6 @@ class PostgresStore final : public Store {
     return m;
   }
 
-  // Ids not in the batch were never leased under it: they cannot count.
-  static std::vector<std::int64_t> seqs_of(const ClaimedBatch& b, std::span<const EventId> ids) {
-    std::vector<std::int64_t> out;
-    if (ids.size() * 4 < b.events.size() || ids.size() < 16) {
-      for (const auto& id : ids)
-        for (const auto& e : b.events)
-          if (e.id == id) {
-            out.push_back(e.seq);
-            break;
-          }
-      return out;
-    }
-    auto m = index_of(b);
-    for (const auto& id : ids)
-      if (auto it = m.find(id); it != m.end()) out.push_back(it->second);
-    return out;
-  }
 
   const pg::Config config_;
   StoreOptions options_;

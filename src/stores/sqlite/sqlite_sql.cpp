@@ -1,0 +1,104 @@
+#include "stores/sqlite/sqlite_sql.h"
+
+#include "stores/sqlite/sqlite_conn.h"
+
+namespace outpost::sqlite_store {
+
+SqlText::SqlText(const std::string& t) : table(t) {
+  const std::string body = t + "_body";
+  const std::string now = kNowMs;
+  // The claim reads the state rows from the head (claim_in_txn decides in C++), then leases
+  // the picked rows: by range when every claimable row in it was picked, else one by one.
+  // The claimable test here must stay the one in claim_in_txn.
+  scan = "SELECT seq, key, attempts, due_at, lease_owner, lease_until FROM " + t + " ORDER BY seq";
+  const std::string lease_set =
+      "UPDATE " + t + " SET attempts = attempts + 1, lease_owner = ?1, lease_until = ?2 WHERE ";
+  claim_range = lease_set +
+                "seq BETWEEN ?3 AND ?4 AND due_at <= ?5 AND "
+                "(lease_owner IS NULL OR lease_until <= ?5)";
+  claim_one = lease_set + "seq = ?3";
+  insert_state_full = insert_state(kMaxRowsPerInsert);
+  insert_body_full = insert_body(kMaxRowsPerInsert);
+  std::string in_list = "seq IN (SELECT value FROM json_each(?2))";
+  // Full event columns: state row s joined with its body b.
+  std::string full = "s.seq, b.id, b.type, s.key, b.payload, b.occurred_at, b.headers, s.attempts";
+  std::string joined = t + " AS s JOIN " + body + " AS b ON b.seq = s.seq";
+  bodies = "SELECT seq, id, type, '', payload, occurred_at, headers, 0 FROM " + body +
+           " WHERE seq IN (SELECT value FROM json_each(?1)) ORDER BY seq";
+  bodies_range = "SELECT seq, id, type, '', payload, occurred_at, headers, 0 FROM " + body +
+                 " WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq";
+  ack = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND " + in_list;
+  ack_range = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND seq BETWEEN ?2 AND ?3";
+  delete_bodies_range = "DELETE FROM " + body + " WHERE seq BETWEEN ?1 AND ?2";
+  delete_orphan_bodies = "DELETE FROM " + body +
+                         " WHERE seq BETWEEN ?1 AND ?2 AND NOT EXISTS "
+                         "(SELECT 1 FROM " +
+                         t + " AS s WHERE s.seq = " + body + ".seq)";
+  ack_archive = "INSERT OR REPLACE INTO " + t + "_archive (" + kEventColumns +
+                ", acked_at) SELECT " + full + ", " + now + " FROM " + joined +
+                " WHERE s.lease_owner = ?1 AND s." + in_list;
+  ack_archive_range = "INSERT OR REPLACE INTO " + t + "_archive (" + kEventColumns +
+                      ", acked_at) SELECT " + full + ", " + now + " FROM " + joined +
+                      " WHERE s.lease_owner = ?1 AND s.seq BETWEEN ?2 AND ?3";
+  prune = "DELETE FROM " + t + "_archive WHERE acked_at < " + now + " - ?1";
+  nack_retry = "UPDATE " + t + " SET lease_owner = NULL, lease_until = 0, due_at = " + now +
+               " + ?1, last_error = ?2 WHERE seq = ?3 AND lease_owner = ?4";
+  nack_dead = "INSERT OR REPLACE INTO " + t + "_dead (" + kEventColumns +
+              ", last_error, dead_at) SELECT " + full + ", ?1, " + now + " FROM " + joined +
+              " WHERE s.seq = ?2 AND s.lease_owner = ?3";
+  delete_seq = "DELETE FROM " + t + " WHERE seq = ?1";
+  delete_body_seq = "DELETE FROM " + body + " WHERE seq = ?1";
+  release = "UPDATE " + t +
+            " SET lease_owner = NULL, lease_until = 0, due_at = 0, "
+            "attempts = max(attempts - 1, 0) WHERE lease_owner = ?1 AND " +
+            in_list;
+  renew = "UPDATE " + t + " SET lease_until = " + now +
+          " + ?1 WHERE lease_owner = ?2 AND seq IN (SELECT value FROM json_each(?3))";
+  renew_lost = "SELECT count(*) FROM " + t +
+               " WHERE lease_owner IS NOT NULL AND lease_owner <> ?1 AND " + in_list;
+  stats = "SELECT count(*), coalesce(sum(lease_owner IS NOT NULL AND lease_until > " + now +
+          "), 0), (SELECT min(occurred_at) FROM " + body + "), " + now + " FROM " + t;
+  count_dead = "SELECT count(*) FROM " + t + "_dead";
+  count_archive = "SELECT count(*) FROM " + t + "_archive";
+  list = "SELECT " + full + " FROM " + joined + " ORDER BY s.seq LIMIT ?1";
+  list_dead = "SELECT " + std::string(kEventColumns) + ", last_error, dead_at FROM " + t +
+              "_dead ORDER BY seq LIMIT ?1";
+  std::string revive = "INSERT OR IGNORE INTO " + t +
+                       " (seq, key, attempts, due_at, lease_owner, lease_until, last_error) "
+                       "SELECT seq, key, 0, 0, NULL, 0, last_error FROM " +
+                       t + "_dead";
+  std::string revive_body = "INSERT OR IGNORE INTO " + body +
+                            " (seq, id, type, payload, occurred_at, headers) SELECT seq, id, "
+                            "type, payload, occurred_at, headers FROM " +
+                            t + "_dead";
+  retry_one = revive + " WHERE id = ?1";
+  retry_one_body = revive_body + " WHERE id = ?1";
+  retry_all = revive + " ORDER BY seq";
+  retry_all_body = revive_body + " ORDER BY seq";
+  delete_dead_one = "DELETE FROM " + t + "_dead WHERE id = ?1";
+  delete_revived = "DELETE FROM " + t + "_dead WHERE seq IN (SELECT seq FROM " + t + ")";
+  discard_all = "DELETE FROM " + t + "_dead";
+  find_bodies =
+      "SELECT id FROM " + body + " WHERE hex(id) IN (SELECT value FROM json_each(?1)) LIMIT 1";
+  find_dead = "SELECT 1 FROM " + t + "_dead WHERE id = ?1";
+  next_due = "SELECT min(w) - " + now +
+             " FROM (SELECT CASE WHEN lease_owner IS NOT NULL THEN lease_until ELSE due_at "
+             "END AS w FROM " +
+             t + " WHERE attempts > 0) WHERE w > " + now;
+}
+
+// State rows first (they take the sequence: consecutive within one statement under the write
+// lock), then the bodies with the same seqs. due_at = 0: a new event is due at once.
+std::string SqlText::insert_state(std::size_t rows) const {
+  std::string sql = "INSERT INTO " + table + " (key, due_at) VALUES ";
+  for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,0)" : "(?,0)";
+  return sql;
+}
+std::string SqlText::insert_body(std::size_t rows) const {
+  std::string sql =
+      "INSERT INTO " + table + "_body (seq, id, type, payload, occurred_at, headers) VALUES ";
+  for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,?,?,?,?,?)" : "(?,?,?,?,?,?)";
+  return sql;
+}
+
+}  // namespace outpost::sqlite_store

@@ -1,0 +1,77 @@
+// URL parsing of the SQLite store (sqlite:PATH | sqlite::memory: with parameters, see
+// include/outpost/stores/sqlite.h) and the setup of a user's own connection.
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+
+#include "core/names.h"
+#include "core/url.h"
+#include "outpost/error.h"
+#include "outpost/stores/sqlite.h"
+#include "stores/sqlite/sqlite_conn.h"
+
+namespace outpost {
+
+std::unique_ptr<Store> open_sqlite_store(std::string_view url, const StoreOptions& options) {
+  auto u = core::Url::parse(url);
+  if (u.scheme() != "sqlite") throw ConfigError("not a sqlite: URL: '" + u.redacted() + "'");
+  SqliteOptions o;
+  o.store = options;
+  if (u.hierarchical()) {
+    // sqlite:///abs/path is accepted as sqlite:/abs/path; a host is not.
+    if (!u.hosts().empty())
+      throw ConfigError("bad URL '" + u.redacted() +
+                        "': sqlite URLs take a path, not a host (use sqlite:PATH or "
+                        "sqlite:///abs/path)");
+    o.path = "/" + u.path();
+  } else {
+    o.path = u.path();
+  }
+  if (o.path.empty() || o.path == "/")
+    throw ConfigError("bad URL '" + u.redacted() +
+                      "': missing database path (use sqlite:PATH or sqlite::memory:)");
+  if (auto table = u.param("table")) o.table = *table;
+  core::require_identifier(o.table, "table name (URL parameter 'table')");
+  if (auto sync = u.param("synchronous")) {
+    std::string v = *sync;
+    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (v == "normal")
+      o.synchronous_full = false;
+    else if (v == "full")
+      o.synchronous_full = true;
+    else
+      throw ConfigError("bad URL '" + u.redacted() +
+                        "': parameter 'synchronous' must be "
+                        "normal or full, not '" +
+                        *sync + "'");
+  }
+  if (auto archive = u.bool_param("archive")) o.store.archive = *archive;
+  if (auto ms = u.int_param("retention_ms", 0, INT64_MAX / 1000))
+    o.store.archive_retention = Duration(*ms);
+  if (auto ms = u.int_param("busy_timeout_ms", 0, INT32_MAX))
+    o.busy_timeout = std::chrono::milliseconds(*ms);
+  if (auto n = u.int_param("max_payload_bytes", 0, INT32_MAX))
+    o.store.max_payload_bytes = static_cast<std::size_t>(*n);
+  u.reject_unknown();
+  return make_sqlite_store(o);
+}
+
+void configure_sqlite_connection(sqlite3* db, std::chrono::milliseconds busy_timeout,
+                                 bool synchronous_full) {
+  if (!db) throw ConfigError("configure_sqlite_connection: null connection", "sqlite");
+  sqlite3_busy_timeout(db,
+                       static_cast<int>(std::min<std::int64_t>(busy_timeout.count(), INT32_MAX)));
+  const char* file = sqlite3_db_filename(db, "main");
+  if (file && *file) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, &err);
+    std::string msg = err ? err : "";
+    if (err) sqlite3_free(err);
+    if (rc != SQLITE_OK) sqlite_store::throw_no_wal(file, msg + ", code " + std::to_string(rc));
+  }
+  sqlite3_exec(db, synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+               nullptr, nullptr, nullptr);
+}
+
+}  // namespace outpost
