@@ -374,6 +374,10 @@ int run_demo(DemoArgs a) {
   }
   stop_consumers();
   faulty.close();
+  {
+    auto source = open_source(p.log_url);
+    for (auto& c : procs) source->retire(group_of(p.run, c.name));
+  }
 
   // The proof.
   std::int64_t source_rides = 0, source_tenths = 0;

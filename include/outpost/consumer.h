@@ -67,6 +67,8 @@ class Source {
   // `position` is committed for `group` (Redis Streams mirrors it in `<stream>:checkpoints` so
   // the sink's trimming keeps what the group has not read). Must not throw.
   virtual void committed(const std::string& /*group*/, const std::string& /*position*/) {}
+  // `group` is retired: drop any registration committed() made (or trimming stops at it).
+  virtual void retire(const std::string& /*group*/) {}
 };
 
 // file:PATH (the file sink's JSON lines; position = byte offset after the last whole line).

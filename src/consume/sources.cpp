@@ -13,6 +13,9 @@ std::vector<std::string> source_schemes() {
 std::unique_ptr<Source> open_source(std::string_view text) {
   auto url = core::Url::parse(text);
   if (url.scheme() == "file") return consume::open_file_source(url);
+#ifdef OUTPOST_CONSUME_HAVE_REDIS
+  if (url.scheme() == "redis-stream") return consume::open_redis_stream_source(url);
+#endif
   std::string list;
   for (const auto& s : source_schemes()) list += (list.empty() ? "" : ", ") + s;
   throw ConfigError("bad source URL '" + url.redacted() + "': scheme '" + url.scheme() +

@@ -9,5 +9,7 @@
 namespace outpost::consume {
 
 std::unique_ptr<Source> open_file_source(const core::Url& url);
+// Defined only when hiredis was found (OUTPOST_CONSUME_HAVE_REDIS).
+std::unique_ptr<Source> open_redis_stream_source(const core::Url& url);
 
 }  // namespace outpost::consume

@@ -347,6 +347,19 @@ TEST(UnifiedLogDemo, TotalsAgreeOnTheFileLogWithPostgres) {
   expect_demo_agrees({"--store", pg});
 }
 
+TEST(UnifiedLogDemo, TotalsAgreeOnRedisStreams) {
+  const char* redis = std::getenv("OUTPOST_TEST_REDIS_URL");  // redis://127.0.0.1:PORT/0
+  if (!redis) {
+    if (std::getenv("OUTPOST_TEST_REQUIRE_ALL")) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  std::string r = redis;
+  std::string hostport = r.substr(8, r.find('/', 8) - 8);
+  std::string stream =
+      "demo-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}());
+  expect_demo_agrees({"--log", "redis-stream://" + hostport + "/" + stream});
+}
+
 TEST(UnifiedLogDemo, BadFlagsAreUsageErrors) {
   auto r = run_cli({"demo", "unified-log", "--crash-rate", "1.5"});
   EXPECT_EQ(r.code, 2) << r.all();

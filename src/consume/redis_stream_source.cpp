@@ -1,0 +1,211 @@
+// The Redis Streams source (`redis-stream://host:port/STREAM`): XREAD from the group's
+// checkpoint, the entry id as position. Entries are the ones the Redis Streams sink writes
+// (fields id, type, key, payload, occurred_at, headers). After each commit the position is
+// mirrored in the hash `<STREAM>:checkpoints` (field = group), the registry the sink's trimming
+// reads, so entries this group has not consumed are never trimmed away.
+
+#include <hiredis/hiredis.h>
+
+#include <nlohmann/json.hpp>
+
+#include "consume/sources.h"
+#include "outpost/error.h"
+#include "outpost/json.h"
+
+namespace outpost::consume {
+namespace {
+
+struct ContextDeleter {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+struct ReplyDeleter {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+struct Config {
+  std::string host, user, password, stream, where;
+  int port = 6379;
+  int db = 0;
+  Duration timeout{10'000};
+};
+
+std::string str(const redisReply* r) {
+  return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+             ? std::string(r->str, r->len)
+             : std::string();
+}
+
+// One stream entry as a Message: the event rebuilt field by field (exact bytes), `raw` its
+// DESIGN §6 JSON for dead letters.
+Message to_message(const redisReply* entry) {
+  Message m;
+  m.position = str(entry->element[0]);
+  const redisReply* fields = entry->element[1];
+  std::string id_text, occurred, headers;
+  bool has_type = false;
+  for (std::size_t i = 0; fields && i + 1 < fields->elements; i += 2) {
+    std::string k = str(fields->element[i]);
+    std::string v = str(fields->element[i + 1]);
+    if (k == "id")
+      id_text = v;
+    else if (k == "type")
+      m.event.type = v, has_type = true;
+    else if (k == "key")
+      m.event.key = v;
+    else if (k == "payload")
+      m.event.payload = v;
+    else if (k == "occurred_at")
+      occurred = v;
+    else if (k == "headers")
+      headers = v;
+  }
+  if (auto id = EventId::parse(id_text)) m.event.id = *id;
+  if (auto t = parse_rfc3339(occurred)) m.event.occurred_at = *t;
+  if (!headers.empty()) {
+    auto j = nlohmann::json::parse(headers, nullptr, false);
+    if (j.is_object())
+      for (auto& [k, v] : j.items())
+        if (v.is_string()) m.event.headers[k] = v.get<std::string>();
+  }
+  if (!has_type || m.event.type.empty())
+    m.parse_error = "not an outpost event: stream entry " + m.position + " has no 'type' field";
+  else if (m.event.id.is_nil())
+    m.parse_error = "not an outpost event: stream entry " + m.position + " has no valid 'id' field";
+  m.raw = to_json(m.event);
+  return m;
+}
+
+class RedisStreamSource final : public Source {
+ public:
+  explicit RedisStreamSource(Config c) : c_(std::move(c)) {}
+
+  std::string_view name() const override { return "redis-stream"; }
+  std::string url() const override { return c_.where; }
+  void seek(const std::string& position) override { last_ = position.empty() ? "0-0" : position; }
+
+  std::vector<Message> read(std::size_t max, Duration wait) override {
+    std::string count = std::to_string(max);
+    std::string block = std::to_string(std::max<std::int64_t>(wait.count(), 1));
+    ReplyPtr r =
+        command({"XREAD", "COUNT", count, "BLOCK", block, "STREAMS", c_.stream, last_}, wait);
+    std::vector<Message> out;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return out;  // nil: nothing new
+    const redisReply* entries = r->element[0]->element[1];
+    out.reserve(entries->elements);
+    for (std::size_t i = 0; i < entries->elements; ++i)
+      out.push_back(to_message(entries->element[i]));
+    if (!out.empty()) last_ = out.back().position;
+    return out;
+  }
+
+  std::optional<std::int64_t> lag(const std::string& position) override {
+    std::string from = "(" + (position.empty() ? std::string("0-0") : position);
+    std::int64_t n = 0;
+    for (;;) {
+      ReplyPtr r = command({"XRANGE", c_.stream, from, "+", "COUNT", "10000"}, Duration(0));
+      if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return n;
+      n += static_cast<std::int64_t>(r->elements);
+      from = "(" + str(r->element[r->elements - 1]->element[0]);
+    }
+  }
+
+  void retire(const std::string& group) override {
+    try {
+      command({"HDEL", c_.stream + ":checkpoints", group}, Duration(0));
+    } catch (const Error&) {
+    }
+  }
+
+  void committed(const std::string& group, const std::string& position) override {
+    try {
+      command({"HSET", c_.stream + ":checkpoints", group, position}, Duration(0));
+    } catch (const Error&) {
+      // The next commit registers again; until then trimming stops at the older position.
+    }
+  }
+
+ private:
+  // Runs one command, (re)connecting first; throws ConnectionError on a broken connection and
+  // Error(backend) on an error reply. `extra` lengthens the socket timeout (blocking reads).
+  ReplyPtr command(const std::vector<std::string>& args, Duration extra) {
+    if (!ctx_) connect();
+    auto total = c_.timeout + extra;
+    timeval tv{static_cast<time_t>(total.count() / 1000),
+               static_cast<suseconds_t>((total.count() % 1000) * 1000)};
+    redisSetTimeout(ctx_.get(), tv);
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    ReplyPtr r(static_cast<redisReply*>(
+        redisCommandArgv(ctx_.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+    if (!r) {
+      std::string why = ctx_->errstr;
+      ctx_.reset();
+      throw ConnectionError("redis-stream", c_.where + ": " + args[0] + ": " + why);
+    }
+    if (r->type == REDIS_REPLY_ERROR)
+      throw Error(ErrorCode::backend, "redis-stream",
+                  c_.where + ": " + args[0] + ": " + str(r.get()));
+    return r;
+  }
+
+  void connect() {
+    timeval tv{static_cast<time_t>(c_.timeout.count() / 1000),
+               static_cast<suseconds_t>((c_.timeout.count() % 1000) * 1000)};
+    ContextPtr ctx(redisConnectWithTimeout(c_.host.c_str(), c_.port, tv));
+    if (!ctx || ctx->err)
+      throw ConnectionError("redis-stream", "cannot connect to " + c_.where + ": " +
+                                                (ctx ? ctx->errstr : "out of memory"));
+    ctx_ = std::move(ctx);
+    try {
+      if (!c_.password.empty()) {
+        if (c_.user.empty())
+          command({"AUTH", c_.password}, Duration(0));
+        else
+          command({"AUTH", c_.user, c_.password}, Duration(0));
+      }
+      if (c_.db != 0) command({"SELECT", std::to_string(c_.db)}, Duration(0));
+    } catch (...) {
+      ctx_.reset();
+      throw;
+    }
+  }
+
+  Config c_;
+  ContextPtr ctx_;
+  std::string last_ = "0-0";
+};
+
+}  // namespace
+
+std::unique_ptr<Source> open_redis_stream_source(const core::Url& url) {
+  Config c;
+  c.where = url.redacted();
+  auto bad = [&](const std::string& what) {
+    return ConfigError("redis-stream source URL " + c.where + ": " + what, "redis-stream");
+  };
+  if (url.hosts().size() != 1 || url.hosts().front().host.empty())
+    throw bad("exactly one host:port expected");
+  c.host = url.hosts().front().host;
+  c.port = url.hosts().front().port ? url.hosts().front().port : 6379;
+  c.user = url.user();
+  c.password = url.password();
+  c.stream = url.path();
+  if (c.stream.empty()) throw bad("stream name (the URL path) missing");
+  if (c.stream.find('{') != std::string::npos)
+    throw bad("a consumer reads one stream: '{type}' templates are for the sink");
+  c.db = static_cast<int>(url.int_param("db", 0, 1'000'000).value_or(0));
+  c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(10'000)};
+  // The sink's own parameters, so one URL serves relay and consumer alike.
+  url.int_param("maxlen", 0, std::int64_t{1} << 40);
+  url.int_param("trim_every", 1, std::int64_t{1} << 40);
+  url.reject_unknown();
+  return std::make_unique<RedisStreamSource>(std::move(c));
+}
+
+}  // namespace outpost::consume
