@@ -23,14 +23,7 @@
 
 #include "outpost/error.h"
 #include "outpost/store.h"
-#include "store_cases.h"
-
-namespace outpost::testing {
-// Prints a case by its name (not its bytes) in test listings and failure messages.
-void PrintTo(const StoreCase& store_case, std::ostream* os) {
-  *os << store_case.name;
-}
-}  // namespace outpost::testing
+#include "store_case_test.h"
 
 namespace outpost {
 namespace {
@@ -56,35 +49,12 @@ std::vector<EventId> ids_of(const std::vector<Event>& events) {
   return ids;
 }
 
-class StoreConformance : public ::testing::TestWithParam<StoreCase> {
+class StoreConformance : public testing::StoreCaseTest {
  protected:
-  void SetUp() override {
-    std::string reason = GetParam().unavailable_reason();
-    if (!reason.empty()) {
-      if (testing::require_all_endpoints()) FAIL() << GetParam().name << " unavailable: " << reason;
-      GTEST_SKIP() << GetParam().name << " unavailable: " << reason;
-    }
-  }
-
-  void TearDown() override {
-    for (auto& f : fixtures_) {
-      f.store.reset();
-      if (f.cleanup) f.cleanup();
-    }
-  }
-
-  // A fresh, empty store; kept until TearDown.
-  StoreFixture& make(const StoreOptions& options = {}) {
-    fixtures_.push_back(GetParam().make(options));
-    return fixtures_.back();
-  }
-  Store& store() {
-    if (fixtures_.empty()) make();
-    return *fixtures_.front().store;
-  }
+  Store& store() { return *fixture().store; }
   StoreFixture& fixture() {
-    if (fixtures_.empty()) make();
-    return fixtures_.front();
+    if (fixtures().empty()) make();
+    return fixtures().front();
   }
 
   // Claims until a non-empty batch arrives or `timeout` passes.
@@ -97,9 +67,6 @@ class StoreConformance : public ::testing::TestWithParam<StoreCase> {
       std::this_thread::sleep_for(5ms);
     }
   }
-
- private:
-  std::vector<StoreFixture> fixtures_;
 };
 
 // --- append ------------------------------------------------------------------------------------
@@ -947,12 +914,8 @@ TEST_P(StoreConformance, InterruptWakesWaitForWork) {
   EXPECT_LT(SteadyClock::now() - start, 3s);
 }
 
-std::string case_name(const ::testing::TestParamInfo<StoreCase>& info) {
-  return info.param.name;
-}
-
 INSTANTIATE_TEST_SUITE_P(Stores, StoreConformance, ::testing::ValuesIn(testing::store_cases()),
-                         case_name);
+                         testing::case_name);
 
 }  // namespace
 }  // namespace outpost

@@ -12,47 +12,30 @@
 #include <vector>
 
 #include "outpost/store.h"
-#include "store_cases.h"
+#include "store_case_test.h"
 
 namespace outpost::unit {
 
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
 
-class StoreParamTest : public ::testing::TestWithParam<testing::StoreCase> {
+// The shared store-case fixture (tests/support/store_case_test.h) with the relay and bus tests'
+// helpers.
+class StoreParamTest : public testing::StoreCaseTest {
  protected:
-  void SetUp() override {
-    std::string reason = GetParam().unavailable_reason();
-    if (!reason.empty()) {
-      if (testing::require_all_endpoints()) FAIL() << GetParam().name << " unavailable: " << reason;
-      GTEST_SKIP() << GetParam().name << " unavailable: " << reason;
-    }
-  }
-  void TearDown() override {
-    for (auto& f : fixtures_) {
-      f.store.reset();
-      if (f.cleanup) f.cleanup();
-    }
-  }
   // A fresh empty store, kept until TearDown.
   std::shared_ptr<Store> make_store(const StoreOptions& options = {}) {
-    fixtures_.push_back(GetParam().make(options));
-    return fixtures_.back().store;
+    return make(options).store;
   }
   // A second Store object on the data of the last make_store() (another process's view), or
   // that same object when the backend cannot share (memory:).
   std::shared_ptr<Store> second_view() {
-    auto& f = fixtures_.back();
+    auto& f = fixtures().back();
     return f.open_again ? f.open_again() : f.store;
   }
-
- private:
-  std::vector<testing::StoreFixture> fixtures_;
 };
 
-inline std::string case_name(const ::testing::TestParamInfo<testing::StoreCase>& info) {
-  return info.param.name;
-}
+using testing::case_name;
 
 inline std::vector<Event> make_events(std::size_t n, const std::string& type,
                                       const std::string& key = {}) {
