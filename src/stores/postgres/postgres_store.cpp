@@ -423,7 +423,6 @@ class PostgresStore final : public Store {
     return m;
   }
 
-
   const pg::Config config_;
   StoreOptions options_;
   const pg::Names names_;
