@@ -170,11 +170,12 @@ TEST_F(SqliteCliTest, AFailingKeyDoesNotStopOtherKeys) {
     CliProcess relay({"relay", "--store", store(), "--sink", refused, "--backoff-base-ms", "600000",
                       "--backoff-max-ms", "600000", "--max-attempts", "10"},
                      log);
-    // Claimed once (attempts 1) and no longer leased: it failed and waits for its retry.
+    // Claimed (attempts 1, or more if a short jittered retry came first) and no longer leased:
+    // it failed and waits for its retry.
     ASSERT_TRUE(eventually(
         [&] {
           auto lines = lines_of(run_cli({"events", "--store", store(), "list"}).out);
-          return lines.size() == 1 && json::parse(lines[0])["attempts"] == 1 &&
+          return lines.size() == 1 && json::parse(lines[0])["attempts"] >= 1 &&
                  stats().value("leased", -1) == 0;
         },
         30s))
