@@ -22,6 +22,9 @@ Runner add_emit_command(CLI::App& root);
 Runner add_relay_command(CLI::App& root);
 Runner add_events_command(CLI::App& root);
 Runner add_bench_command(CLI::App& root);
+// The daemon (run.cpp): run --config FILE, check --config FILE.
+Runner add_run_command(CLI::App& root);
+Runner add_check_command(CLI::App& root);
 // Consuming side (consume.cpp, consumers.cpp, demo_unified_log.cpp); built with outpost_consume.
 Runner add_consume_command(CLI::App& root);
 Runner add_consumers_command(CLI::App& root);
@@ -32,6 +35,8 @@ Runner add_demo_command(CLI::App& root);
 // (messages, log lines, metrics text, the summary) goes through redact().
 void register_secret_sources(int argc, char** argv);
 std::string redact(std::string_view text);
+// A URL learnt later (the daemon's config file, also on reload); safe while redact() runs.
+void add_secret_url(std::string_view url);
 
 // "Store URL schemes: sqlite, memory, ...\nSink URL schemes: file, http, https, ..."
 std::string supported_schemes_text();

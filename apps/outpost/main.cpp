@@ -30,7 +30,7 @@ std::string supported_schemes_text() {
 
 // The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
 bool handles_stop_signals(const std::string& command) {
-  return command == "relay" || command == "consume" || command == "demo";
+  return command == "relay" || command == "consume" || command == "demo" || command == "run";
 }
 
 }  // namespace outpost::cli
@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
   add(add_relay_command, "relay");
   add(add_events_command, "events");
   add(add_bench_command, "bench");
+  add(add_run_command, "run");
+  add(add_check_command, "check");
 #ifdef OUTPOST_HAVE_CONSUME
   add(add_consume_command, "consume");
   add(add_consumers_command, "consumers");

@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <charconv>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "cli.h"
@@ -11,51 +13,228 @@
 namespace outpost::cli {
 namespace {
 
-void counter(std::string& out, const char* name, const char* help, std::uint64_t v) {
-  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
-         " " + std::to_string(v) + "\n";
-}
+// Longest a pipeline's loop may go without any store or sink call before /readyz calls it stuck.
+// The relay calls the store at least every poll interval (1 s) and renews leases every lease/3.
+constexpr std::chrono::seconds kLoopStuckAfter{120};
 
-void gauge(std::string& out, const char* name, const char* help, double v) {
+std::string number(double v) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  (void)ec;
-  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
-         std::string(buf, end) + "\n";
+  return ec == std::errc{} ? std::string(buf, end) : "NaN";
 }
 
-}  // namespace
-
-std::string metrics_text(const RelayCounters& c, const StoreStats* s,
-                         const std::string& store_error) {
+std::string escape_label(std::string_view v) {
   std::string out;
-  counter(out, "outpost_relay_batches_total", "Batches claimed.", c.batches);
-  counter(out, "outpost_relay_claimed_total", "Events claimed.", c.claimed);
-  counter(out, "outpost_relay_delivered_total", "Events delivered and acknowledged.", c.delivered);
-  counter(out, "outpost_relay_failed_total", "Delivery attempts that failed.", c.failed);
-  counter(out, "outpost_relay_dead_total", "Events moved to the dead letters.", c.dead);
-  counter(out, "outpost_relay_released_total", "Events released without an attempt.", c.released);
-  counter(out, "outpost_relay_lease_lost_total", "Batches abandoned after losing the lease.",
-          c.lease_lost);
-  counter(out, "outpost_relay_store_errors_total", "Store errors the relay survived.",
-          c.store_errors);
-  gauge(out, "outpost_store_up", "1 if the last store stats query succeeded.", s ? 1 : 0);
-  if (s) {
-    gauge(out, "outpost_store_pending", "Undelivered events not leased.", double(s->pending));
-    gauge(out, "outpost_store_leased", "Events under a live lease.", double(s->leased));
-    gauge(out, "outpost_store_dead", "Dead letters.", double(s->dead));
-    gauge(out, "outpost_store_archived", "Events in the archive.", double(s->archived));
-    gauge(out, "outpost_store_oldest_pending_age_seconds", "Age of the oldest undelivered event.",
-          double(s->oldest_pending_age.count()) / 1000.0);
-  } else if (!store_error.empty()) {
-    out += "# store error: ";
-    for (char ch : store_error) out += (ch == '\n' ? ' ' : ch);
-    out += "\n";
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
   }
   return out;
 }
 
+// {pipeline="..",store="..",sink=".."}: bounded labels only.
+std::string labels(const PipelineView& p, const std::string& store, const std::string& extra = "") {
+  std::string out = "{pipeline=\"" + escape_label(p.name) + "\"";
+  if (!store.empty()) out += ",store=\"" + escape_label(store) + "\"";
+  if (!p.sink.empty()) out += ",sink=\"" + escape_label(p.sink) + "\"";
+  if (!extra.empty()) out += "," + extra;
+  return out + "}";
+}
+
+struct Scrape {
+  const PipelineView* view;
+  std::string store_backend;
+  RelayCounters counters;
+  std::optional<StoreStats> stats;
+  std::string store_error;
+};
+
+class Text {
+ public:
+  void family(const char* name, const char* type, const char* help,
+              const std::vector<std::pair<std::string, std::string>>& samples) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (const auto& [labels, value] : samples) out_ += name + labels + " " + value + "\n";
+  }
+  void histogram(const char* name, const char* help,
+                 const std::vector<std::pair<const Scrape*, Histogram::Snapshot>>& series) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    for (const auto& [s, h] : series) {
+      for (std::size_t i = 0; i < h.bounds.size(); ++i)
+        out_ += std::string(name) + "_bucket" +
+                labels(*s->view, s->store_backend, "le=\"" + number(h.bounds[i]) + "\"") + " " +
+                std::to_string(h.cumulative[i]) + "\n";
+      out_ += std::string(name) + "_bucket" + labels(*s->view, s->store_backend, "le=\"+Inf\"") +
+              " " + std::to_string(h.count) + "\n";
+      out_ += std::string(name) + "_sum" + labels(*s->view, s->store_backend) + " " +
+              number(h.sum) + "\n";
+      out_ += std::string(name) + "_count" + labels(*s->view, s->store_backend) + " " +
+              std::to_string(h.count) + "\n";
+    }
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+std::vector<Scrape> scrape(const std::vector<PipelineView>& pipelines) {
+  std::vector<Scrape> out;
+  for (const auto& p : pipelines) {
+    Scrape s{&p, p.store ? std::string(p.store->backend()) : "", {}, std::nullopt, {}};
+    if (p.relay) s.counters = p.relay->counters();
+    if (p.store) {
+      try {
+        s.stats = p.store->stats();
+      } catch (const std::exception& e) {
+        s.store_error = redact(e.what());
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void add_counter(Text& t, const std::vector<Scrape>& ss, const char* name, const char* help,
+                 std::uint64_t RelayCounters::*field) {
+  std::vector<std::pair<std::string, std::string>> samples;
+  for (const auto& s : ss)
+    samples.emplace_back(labels(*s.view, s.store_backend), std::to_string(s.counters.*field));
+  t.family(name, "counter", help, samples);
+}
+
+void add_gauge(Text& t, const std::vector<Scrape>& ss, const char* name, const char* help,
+               double (*value)(const StoreStats&)) {
+  std::vector<std::pair<std::string, std::string>> samples;
+  for (const auto& s : ss)
+    if (s.stats) samples.emplace_back(labels(*s.view, s.store_backend), number(value(*s.stats)));
+  if (!samples.empty()) t.family(name, "gauge", help, samples);
+}
+
+void add_histogram(Text& t, const std::vector<Scrape>& ss, const char* name, const char* help,
+                   const Histogram PipelineMetrics::*field) {
+  std::vector<std::pair<const Scrape*, Histogram::Snapshot>> series;
+  for (const auto& s : ss)
+    if (s.view->metrics) series.emplace_back(&s, (s.view->metrics->*field).snapshot());
+  if (!series.empty()) t.histogram(name, help, series);
+}
+
+// The single pipeline of `outpost relay --metrics`.
+class SingleRelay final : public PipelineSource {
+ public:
+  SingleRelay(const Relay& relay, Store& store) : relay_(relay), store_(store) {}
+  std::vector<PipelineView> pipelines() override {
+    PipelineView v;
+    v.name = "relay";
+    v.relay = &relay_;
+    v.store = &store_;
+    return {v};
+  }
+  bool shutting_down() const override { return false; }
+
+ private:
+  const Relay& relay_;
+  Store& store_;
+};
+
+}  // namespace
+
+std::string metrics_text(const std::vector<PipelineView>& pipelines) {
+  auto ss = scrape(pipelines);
+  Text t;
+  add_counter(t, ss, "outpost_relay_batches_total", "Batches claimed.", &RelayCounters::batches);
+  add_counter(t, ss, "outpost_relay_claimed_total", "Events claimed.", &RelayCounters::claimed);
+  add_counter(t, ss, "outpost_relay_delivered_total", "Events delivered and acknowledged.",
+              &RelayCounters::delivered);
+  add_counter(t, ss, "outpost_relay_failed_total", "Delivery attempts that failed.",
+              &RelayCounters::failed);
+  add_counter(t, ss, "outpost_relay_dead_total", "Events moved to the dead letters.",
+              &RelayCounters::dead);
+  add_counter(t, ss, "outpost_relay_released_total", "Events released without an attempt.",
+              &RelayCounters::released);
+  add_counter(t, ss, "outpost_relay_lease_lost_total", "Batches abandoned after losing the lease.",
+              &RelayCounters::lease_lost);
+  add_counter(t, ss, "outpost_relay_store_errors_total", "Store errors the relay survived.",
+              &RelayCounters::store_errors);
+  {
+    std::vector<std::pair<std::string, std::string>> up, running;
+    for (const auto& s : ss) {
+      up.emplace_back(labels(*s.view, s.store_backend), s.stats ? "1" : "0");
+      running.emplace_back(labels(*s.view, s.store_backend), s.view->running ? "1" : "0");
+    }
+    t.family("outpost_store_up", "gauge", "1 if the last store stats query succeeded.", up);
+    t.family("outpost_pipeline_running", "gauge", "1 while the pipeline's relay loop runs.",
+             running);
+  }
+  add_gauge(t, ss, "outpost_store_pending", "Undelivered events not leased (the backlog).",
+            [](const StoreStats& s) { return double(s.pending); });
+  add_gauge(t, ss, "outpost_store_leased", "Events under a live lease.",
+            [](const StoreStats& s) { return double(s.leased); });
+  add_gauge(t, ss, "outpost_store_dead", "Dead letters.",
+            [](const StoreStats& s) { return double(s.dead); });
+  add_gauge(t, ss, "outpost_store_archived", "Events in the archive.",
+            [](const StoreStats& s) { return double(s.archived); });
+  add_gauge(t, ss, "outpost_store_oldest_pending_age_seconds",
+            "Age of the oldest undelivered event.",
+            [](const StoreStats& s) { return double(s.oldest_pending_age.count()) / 1000.0; });
+  add_histogram(t, ss, "outpost_relay_claim_seconds", "Time of one claim from the store.",
+                &PipelineMetrics::claim_seconds);
+  add_histogram(t, ss, "outpost_relay_deliver_seconds", "Time of one batch delivery to the sink.",
+                &PipelineMetrics::deliver_seconds);
+  add_histogram(t, ss, "outpost_relay_settle_seconds",
+                "Time of one settlement (ack/nack/release, or settle and claim the next batch).",
+                &PipelineMetrics::settle_seconds);
+  add_histogram(t, ss, "outpost_relay_batch_size", "Events per claimed (non-empty) batch.",
+                &PipelineMetrics::batch_size);
+  std::string out = t.take();
+  for (const auto& s : ss)
+    if (!s.store_error.empty()) {
+      out += "# store error (" + s.view->name + "): ";
+      for (char ch : s.store_error) out += (ch == '\n' ? ' ' : ch);
+      out += "\n";
+    }
+  return out;
+}
+
+Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_down) {
+  nlohmann::json failing = nlohmann::json::array();
+  auto fail = [&](const std::string& pipeline, const char* check, const std::string& error) {
+    failing.push_back({{"pipeline", pipeline}, {"check", check}, {"error", redact(error)}});
+  };
+  if (shutting_down) fail("", "shutting_down", "the daemon is draining and will exit");
+  for (const auto& p : pipelines) {
+    if (!p.running) {
+      if (!p.failure.empty()) fail(p.name, "loop_alive", p.failure);
+      continue;  // a pipeline that finished (until_empty) is not a failure
+    }
+    if (p.store) {
+      try {
+        (void)p.store->stats();
+      } catch (const std::exception& e) {
+        fail(p.name, "store_connected", e.what());
+      }
+    }
+    if (p.metrics) {
+      if (p.metrics->last_delivery_failed.load())
+        fail(p.name, "sink_delivering", "the last batch failed: " + p.metrics->last_error());
+      if (p.metrics->delivering.load() == 0 && p.metrics->idle_for() > kLoopStuckAfter)
+        fail(p.name, "loop_alive",
+             "no store or sink call for " + std::to_string(p.metrics->idle_for().count() / 1000) +
+                 " s");
+    }
+  }
+  Readiness r;
+  r.ready = failing.empty();
+  r.json = nlohmann::json{{"ready", r.ready}, {"failing", failing}}.dump();
+  return r;
+}
+
 struct MetricsServer::Impl {
+  std::unique_ptr<PipelineSource> owned;
   httplib::Server server;
   std::thread thread;
   int port = 0;
@@ -63,9 +242,21 @@ struct MetricsServer::Impl {
 
 MetricsServer::MetricsServer(const std::string& addr, const Relay& relay, Store& store)
     : impl_(std::make_unique<Impl>()) {
+  impl_->owned = std::make_unique<SingleRelay>(relay, store);
+  start(addr, *impl_->owned, "--metrics");
+}
+
+MetricsServer::MetricsServer(const std::string& addr, PipelineSource& source,
+                             const std::string& flag)
+    : impl_(std::make_unique<Impl>()) {
+  start(addr, source, flag);
+}
+
+void MetricsServer::start(const std::string& addr, PipelineSource& source,
+                          const std::string& flag) {
   auto colon = addr.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size())
-    throw ConfigError("--metrics '" + addr + "' must be HOST:PORT, e.g. 127.0.0.1:9100");
+    throw ConfigError(flag + " '" + addr + "' must be HOST:PORT, e.g. 127.0.0.1:9100");
   std::string host = addr.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
@@ -73,29 +264,19 @@ MetricsServer::MetricsServer(const std::string& addr, const Relay& relay, Store&
   auto ps = addr.substr(colon + 1);
   auto [ptr, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
   if (ec != std::errc{} || ptr != ps.data() + ps.size() || port < 0 || port > 65535)
-    throw ConfigError("--metrics '" + addr + "': port '" + ps + "' is not 0-65535");
+    throw ConfigError(flag + " '" + addr + "': port '" + ps + "' is not 0-65535");
 
-  impl_->server.Get("/metrics", [&relay, &store](const httplib::Request&, httplib::Response& res) {
-    StoreStats stats;
-    bool ok = false;
-    std::string err;
-    try {
-      stats = store.stats();
-      ok = true;
-    } catch (const std::exception& e) {
-      err = redact(e.what());
-    }
-    res.set_content(metrics_text(relay.counters(), ok ? &stats : nullptr, err),
-                    "text/plain; version=0.0.4");
+  impl_->server.Get("/metrics", [&source](const httplib::Request&, httplib::Response& res) {
+    res.set_content(redact(metrics_text(source.pipelines())), "text/plain; version=0.0.4");
   });
-  impl_->server.Get("/healthz", [&store](const httplib::Request&, httplib::Response& res) {
-    try {
-      (void)store.stats();
-      res.set_content("ok\n", "text/plain");
-    } catch (const std::exception& e) {
-      res.status = 503;
-      res.set_content("store unavailable: " + redact(e.what()) + "\n", "text/plain");
-    }
+  // Liveness: the process answers; draining is still alive (a restart would lose the drain).
+  impl_->server.Get("/healthz", [&source](const httplib::Request&, httplib::Response& res) {
+    res.set_content(source.shutting_down() ? "ok (draining)\n" : "ok\n", "text/plain");
+  });
+  impl_->server.Get("/readyz", [&source](const httplib::Request&, httplib::Response& res) {
+    auto r = readiness(source.pipelines(), source.shutting_down());
+    res.status = r.ready ? 200 : 503;
+    res.set_content(r.json + "\n", "application/json");
   });
   if (port == 0) {
     impl_->port = impl_->server.bind_to_any_port(host.c_str());
@@ -103,7 +284,7 @@ MetricsServer::MetricsServer(const std::string& addr, const Relay& relay, Store&
     impl_->port = impl_->server.bind_to_port(host.c_str(), port) ? port : -1;
   }
   if (impl_->port <= 0)
-    throw Error(ErrorCode::connection, "metrics", "--metrics: cannot listen on " + addr);
+    throw Error(ErrorCode::connection, "metrics", flag + ": cannot listen on " + addr);
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
 }
 

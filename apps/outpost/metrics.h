@@ -1,20 +1,51 @@
 #pragma once
-// The relay's HTTP endpoint (`outpost relay --metrics ADDR`): /metrics in the Prometheus text
-// format (relay counters + store stats) and /healthz. Runs on its own thread.
+// The HTTP endpoints of `outpost relay --metrics ADDR` and of the daemon's [http] listen:
+//   /metrics  Prometheus text: relay counters, store gauges (backlog, oldest pending age, leased,
+//             dead), histograms of claim/deliver/settle latency and batch size. Labels are
+//             bounded: pipeline, store (backend), sink (name) only, never ids or keys.
+//   /healthz  liveness: 200 while the process serves, also while draining.
+//   /readyz   readiness: 200, or 503 with a JSON body naming each failing check (store
+//             connected, sink delivering, loop alive, shutting down) per pipeline.
+// One small cpp-httplib server on its own thread, 127.0.0.1 unless told otherwise.
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "instrument.h"
 #include "outpost/relay.h"
 #include "outpost/store.h"
 
 namespace outpost::cli {
 
+// One pipeline as the endpoints see it. `keepalive` holds whatever owns the pointers for the
+// duration of one request (a daemon reload may drop the pipeline meanwhile).
+struct PipelineView {
+  std::string name;
+  std::string sink;
+  const Relay* relay = nullptr;
+  Store* store = nullptr;                    // the store itself (stats are read here)
+  const PipelineMetrics* metrics = nullptr;  // null: no histograms, no liveness data
+  bool running = true;                       // false: run() returned (finished or failed)
+  std::string failure;                       // why it is not running, if it failed
+  std::shared_ptr<const void> keepalive;
+};
+
+// What the server reads; implemented by the daemon and by `outpost relay`.
+class PipelineSource {
+ public:
+  virtual ~PipelineSource() = default;
+  virtual std::vector<PipelineView> pipelines() = 0;
+  virtual bool shutting_down() const = 0;
+};
+
 class MetricsServer {
  public:
   // `addr` is HOST:PORT (port 0 picks a free one). Throws ConfigError for a malformed address
-  // (naming --metrics) and Error(connection) when it cannot bind. `relay` and `store` must
-  // outlive the server.
+  // (naming `flag`) and Error(connection) when it cannot bind. `source` must outlive the server.
+  MetricsServer(const std::string& addr, PipelineSource& source,
+                const std::string& flag = "--metrics");
+  // `outpost relay`: one pipeline named "relay"; `relay` and `store` must outlive the server.
   MetricsServer(const std::string& addr, const Relay& relay, Store& store);
   ~MetricsServer();  // stops serving and joins
   MetricsServer(const MetricsServer&) = delete;
@@ -23,12 +54,17 @@ class MetricsServer {
   int port() const;
 
  private:
+  void start(const std::string& addr, PipelineSource& source, const std::string& flag);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The Prometheus text for one scrape (exposed for tests of the format).
-std::string metrics_text(const RelayCounters& counters, const StoreStats* stats,
-                         const std::string& store_error);
+// The Prometheus text for one scrape and the /readyz verdict (exposed for tests).
+std::string metrics_text(const std::vector<PipelineView>& pipelines);
+struct Readiness {
+  bool ready = true;
+  std::string json;  // {"ready":bool,"failing":[{"pipeline":..,"check":..,"error":..}]}
+};
+Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_down);
 
 }  // namespace outpost::cli

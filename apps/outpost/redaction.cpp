@@ -4,6 +4,8 @@
 // is replaced by "***". The rule itself is core::redact_url / core::Redactor.
 
 #include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 
 #include "cli.h"
@@ -15,6 +17,11 @@ namespace {
 core::Redactor& redactor() {
   static core::Redactor r;
   return r;
+}
+// add_secret_url() may run while other threads redact (the daemon's reload).
+std::shared_mutex& redactor_mutex() {
+  static std::shared_mutex mu;
+  return mu;
 }
 
 }  // namespace
@@ -32,7 +39,13 @@ void register_secret_sources(int argc, char** argv) {
 }
 
 std::string redact(std::string_view text) {
+  std::shared_lock lock(redactor_mutex());
   return redactor().redact(text);
+}
+
+void add_secret_url(std::string_view url) {
+  std::unique_lock lock(redactor_mutex());
+  redactor().add_url(url);
 }
 
 }  // namespace outpost::cli

@@ -1,0 +1,318 @@
+// Loading the daemon's TOML configuration (config.h). toml11 parses; this file knows the keys,
+// their limits (the same as the `outpost relay` flags) and words every error with file, line and
+// key, because an operator fixing a config file at 3 a.m. needs to know where to look.
+
+#include "config.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <toml.hpp>
+
+#include "outpost/error.h"
+#include "outpost/factory.h"
+
+namespace outpost::cli {
+namespace {
+
+using Value = toml::value;
+
+// "FILE:LINE: " for a value of the parsed file.
+std::string at(const std::string& file, const Value& v) {
+  return file + ":" + std::to_string(v.location().line()) + ": ";
+}
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw ConfigError(where + what);
+}
+
+const char* type_name(const Value& v) {
+  switch (v.type()) {
+    case toml::value_t::boolean:
+      return "a boolean";
+    case toml::value_t::integer:
+      return "an integer";
+    case toml::value_t::floating:
+      return "a float";
+    case toml::value_t::string:
+      return "a string";
+    case toml::value_t::array:
+      return "an array";
+    case toml::value_t::table:
+      return "a table";
+    default:
+      return "a date/time";
+  }
+}
+
+// Reads one table's keys, remembering which were used so that the rest can be reported as
+// unknown (a typo must not be silently ignored).
+class TableReader {
+ public:
+  TableReader(const std::string& file, const Value& table, std::string context,
+              const EnvLookup& env)
+      : file_(file), table_(table), context_(std::move(context)), env_(env) {}
+
+  const Value* find(const std::string& key) {
+    seen_.insert(key);
+    const auto& t = table_.as_table();
+    auto it = t.find(key);
+    return it == t.end() ? nullptr : &it->second;
+  }
+  std::string where(const Value& v, const std::string& key) const {
+    return at(file_, v) + context_ + "key '" + key + "': ";
+  }
+  std::string where_table() const { return at(file_, table_) + context_; }
+
+  void string(const std::string& key, std::string& out, bool required = false) {
+    const Value* v = find(key);
+    if (!v) {
+      if (required) fail(where_table(), "key '" + key + "' is required");
+      return;
+    }
+    if (!v->is_string())
+      fail(where(*v, key), std::string("must be a string, got ") + type_name(*v));
+    out = expand_env(v->as_string().str, where(*v, key), env_);
+  }
+  template <typename Int>
+  void integer(const std::string& key, Int& out, std::int64_t min, std::int64_t max) {
+    const Value* v = find(key);
+    if (!v) return;
+    if (!v->is_integer())
+      fail(where(*v, key), std::string("must be an integer, got ") + type_name(*v));
+    auto n = v->as_integer();
+    if (n < min || n > max)
+      fail(where(*v, key), "must be " + std::to_string(min) + "-" + std::to_string(max) + ", got " +
+                               std::to_string(n));
+    out = static_cast<Int>(n);
+  }
+  void boolean(const std::string& key, bool& out) {
+    const Value* v = find(key);
+    if (!v) return;
+    if (!v->is_boolean())
+      fail(where(*v, key), std::string("must be true or false, got ") + type_name(*v));
+    out = v->as_boolean();
+  }
+  // Every key not read is an error; `hint` may explain a known one.
+  void reject_unknown(const std::function<std::string(const std::string&)>& hint) {
+    std::vector<std::pair<std::uint_least32_t, std::string>> unknown;
+    for (const auto& [key, v] : table_.as_table())
+      if (!seen_.count(key)) unknown.emplace_back(v.location().line(), key);
+    if (unknown.empty()) return;
+    std::sort(unknown.begin(), unknown.end());
+    const auto& [line, key] = unknown.front();
+    std::string why = hint ? hint(key) : "";
+    fail(file_ + ":" + std::to_string(line) + ": " + context_,
+         "unknown key '" + key + "'" + (why.empty() ? "" : ": " + why));
+  }
+
+ private:
+  const std::string& file_;
+  const Value& table_;
+  std::string context_;
+  const EnvLookup& env_;
+  std::set<std::string> seen_;
+};
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+std::string scheme_of(const std::string& url) {
+  auto colon = url.find(':');
+  if (colon == std::string::npos) return {};
+  std::string s = url.substr(0, colon);
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// The scheme must be one this build has; the URL itself is checked when it is opened.
+void check_scheme(const std::string& where, const std::string& url, const char* what,
+                  const std::vector<std::string>& schemes) {
+  std::string scheme = scheme_of(url);
+  if (std::find(schemes.begin(), schemes.end(), scheme) != schemes.end()) return;
+  std::string list;
+  for (const auto& s : schemes) list += (list.empty() ? "" : ", ") + s + ":";
+  fail(where,
+       std::string(scheme.empty() ? "missing scheme" : "unsupported scheme '" + scheme + ":'") +
+           " in the " + what + " URL; this build supports " + list);
+}
+
+PipelineConfig read_relay(const std::string& file, const Value& table, std::size_t index,
+                          const EnvLookup& env) {
+  PipelineConfig p;
+  p.line = static_cast<int>(table.location().line());
+  std::string context = "[[relay]] #" + std::to_string(index + 1) + ": ";
+  {
+    TableReader probe(file, table, context, env);
+    probe.string("name", p.name, true);
+  }
+  if (!valid_name(p.name))
+    fail(at(file, table) + context,
+         "key 'name': '" + p.name + "' must be 1-64 characters of A-Z a-z 0-9 _ - .");
+  TableReader r(file, table, "[[relay]] '" + p.name + "': ", env);
+  r.find("name");
+  // The same limits as the flags of `outpost relay` (relay.cpp).
+  r.string("store", p.store, true);
+  r.string("sink", p.sink, true);
+  r.integer("batch", p.batch, 1, 100'000);
+  r.integer("lease_ms", p.lease_ms, 10, 86'400'000);
+  r.integer("max_attempts", p.max_attempts, 1, 1'000'000);
+  r.integer("backoff_base_ms", p.backoff_base_ms, 0, 86'400'000);
+  r.integer("backoff_max_ms", p.backoff_max_ms, 0, 86'400'000);
+  r.integer("concurrency", p.concurrency, 1, 1024);
+  r.integer("drain_timeout_ms", p.drain_timeout_ms, 0, 86'400'000);
+  r.boolean("unordered", p.unordered);
+  r.boolean("until_empty", p.until_empty);
+  r.boolean("quiet", p.quiet);
+  r.reject_unknown([](const std::string& key) -> std::string {
+    if (key == "metrics") return "the daemon has one HTTP server for every pipeline: [http] listen";
+    if (key.find('-') != std::string::npos) {
+      std::string underscored = key;
+      std::replace(underscored.begin(), underscored.end(), '-', '_');
+      return "write it with '_': " + underscored;
+    }
+    return "";
+  });
+  if (p.backoff_max_ms < p.backoff_base_ms)
+    fail(at(file, table) + "[[relay]] '" + p.name + "': ",
+         "key 'backoff_max_ms' (" + std::to_string(p.backoff_max_ms) +
+             ") must be >= backoff_base_ms (" + std::to_string(p.backoff_base_ms) + ")");
+  const Value& store = table.as_table().at("store");
+  const Value& sink = table.as_table().at("sink");
+  check_scheme(r.where(store, "store"), p.store, "store", store_schemes());
+  check_scheme(r.where(sink, "sink"), p.sink, "sink", sink_schemes());
+  return p;
+}
+
+}  // namespace
+
+bool PipelineConfig::operator==(const PipelineConfig& o) const {
+  return name == o.name && store == o.store && sink == o.sink && batch == o.batch &&
+         lease_ms == o.lease_ms && max_attempts == o.max_attempts &&
+         backoff_base_ms == o.backoff_base_ms && backoff_max_ms == o.backoff_max_ms &&
+         concurrency == o.concurrency && drain_timeout_ms == o.drain_timeout_ms &&
+         unordered == o.unordered && until_empty == o.until_empty && quiet == o.quiet;
+}
+
+EnvLookup process_environment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    if (const char* v = std::getenv(name.c_str())) return std::string(v);
+    return std::nullopt;
+  };
+}
+
+std::string expand_env(const std::string& value, const std::string& where, const EnvLookup& env) {
+  std::string out;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    char c = value[i];
+    if (c != '$') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < value.size() && value[i + 1] == '$') {
+      out += '$';
+      ++i;
+      continue;
+    }
+    if (i + 1 >= value.size() || value[i + 1] != '{') {
+      out += c;  // a lone $ is kept
+      continue;
+    }
+    auto close = value.find('}', i + 2);
+    if (close == std::string::npos) fail(where, "'${' without a closing '}' (write $$ for a $)");
+    std::string body = value.substr(i + 2, close - i - 2);
+    std::string name = body;
+    std::optional<std::string> fallback;
+    if (auto dash = body.find(":-"); dash != std::string::npos) {
+      name = body.substr(0, dash);
+      fallback = body.substr(dash + 2);
+    }
+    bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                 std::all_of(name.begin(), name.end(), [](char ch) {
+                   return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                 });
+    if (!valid) fail(where, "'${" + body + "}' is not an environment variable reference");
+    auto v = env(name);
+    if (fallback && (!v || v->empty())) {
+      out += *fallback;
+    } else if (!v) {
+      fail(where, "environment variable " + name + " is not set (use ${" + name +
+                      ":-default} for an optional one)");
+    } else {
+      out += *v;
+    }
+    i = close;
+  }
+  return out;
+}
+
+const std::vector<std::string>& relay_config_keys() {
+  static const std::vector<std::string> keys = {
+      "store",           "sink",           "batch",       "lease_ms",         "max_attempts",
+      "backoff_base_ms", "backoff_max_ms", "concurrency", "drain_timeout_ms", "unordered",
+      "until_empty",     "quiet"};
+  return keys;
+}
+
+DaemonConfig parse_config(const std::string& text, const std::string& file, const EnvLookup& env) {
+  Value root;
+  try {
+    std::istringstream in(text);
+    root = toml::parse(in, file);
+  } catch (const std::exception& e) {
+    // toml11's message names the file, line and column, with the line quoted.
+    throw ConfigError(file + ": not valid TOML: " + e.what());
+  }
+  DaemonConfig config;
+  config.file = file;
+  TableReader top(file, root, "", env);
+  if (const Value* http = top.find("http")) {
+    if (!http->is_table()) fail(at(file, *http), "'http' must be a table: [http]");
+    TableReader r(file, *http, "[http]: ", env);
+    r.string("listen", config.http.listen);
+    r.string("admin_token", config.http.admin_token);
+    r.reject_unknown(nullptr);
+    if (!config.http.listen.empty()) {
+      auto colon = config.http.listen.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == config.http.listen.size())
+        fail(r.where(http->as_table().at("listen"), "listen"),
+             "'" + config.http.listen + "' must be HOST:PORT, e.g. 127.0.0.1:9100");
+    }
+  }
+  if (const Value* relays = top.find("relay")) {
+    if (!relays->is_array())
+      fail(at(file, *relays), "'relay' must be an array of tables: [[relay]]");
+    std::set<std::string> names;
+    const auto& array = relays->as_array();
+    for (std::size_t i = 0; i < array.size(); ++i) {
+      if (!array[i].is_table()) fail(at(file, array[i]), "each relay must be a table: [[relay]]");
+      PipelineConfig p = read_relay(file, array[i], i, env);
+      if (!names.insert(p.name).second)
+        fail(at(file, array[i]) + "[[relay]] '" + p.name + "': ",
+             "key 'name': a pipeline of this name is already defined");
+      config.relays.push_back(std::move(p));
+    }
+  }
+  top.reject_unknown([](const std::string& key) -> std::string {
+    if (key == "consume") return "[[consume]] pipelines are not supported by outpost run yet";
+    return "the top level has [http] and [[relay]]";
+  });
+  if (config.relays.empty()) fail(file + ": ", "no [[relay]] pipeline defined");
+  return config;
+}
+
+DaemonConfig load_config(const std::string& file, const EnvLookup& env) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(file + ": cannot read the config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), file, env);
+}
+
+}  // namespace outpost::cli

@@ -1,0 +1,76 @@
+#pragma once
+// The daemon's configuration file (`outpost run --config FILE`, `outpost check --config FILE`):
+// TOML with an [http] table and any number of [[relay]] tables. Every `outpost relay` flag is a
+// key of [[relay]] under its name with `_` for `-` (--lease-ms -> lease_ms), with the same
+// defaults and limits. String values expand ${NAME} (the environment variable NAME; unset is an
+// error), ${NAME:-text} (text when NAME is unset or empty) and $$ (a literal $).
+//
+//   [http]
+//   listen = "127.0.0.1:9100"          # /metrics, /healthz, /readyz; none: no HTTP server
+//   admin_token = "${OUTPOST_ADMIN_TOKEN}"
+//   [[relay]]
+//   name = "orders"                    # required, unique, [A-Za-z0-9_.-]{1,64}
+//   store = "sqlite:/var/lib/outpost/app.db"
+//   sink = "file:/var/lib/outpost/orders.jsonl"
+//   batch = 500
+//
+// Every error is a ConfigError naming the file, the line and the key, e.g.
+//   outpost.toml:12: [[relay]] 'orders': key 'batch': must be 1-100000, got 0
+// Nothing is opened or connected while loading: URLs are checked for a supported scheme only.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace outpost::cli {
+
+// One [[relay]] pipeline: the fields of `outpost relay`, same names, defaults and limits.
+struct PipelineConfig {
+  std::string name;
+  std::string store;
+  std::string sink;
+  std::size_t batch = 100;
+  std::int64_t lease_ms = 30'000;
+  int max_attempts = 5;
+  std::int64_t backoff_base_ms = 100;
+  std::int64_t backoff_max_ms = 60'000;
+  std::size_t concurrency = 1;
+  std::int64_t drain_timeout_ms = 0;
+  bool unordered = false;
+  bool until_empty = false;
+  bool quiet = false;
+  int line = 0;  // where the [[relay]] table starts, for messages
+
+  bool operator==(const PipelineConfig& other) const;  // every field but `line`
+};
+
+struct HttpConfig {
+  std::string listen;       // HOST:PORT; empty: no HTTP server
+  std::string admin_token;  // empty: read-only endpoints
+};
+
+struct DaemonConfig {
+  std::string file;
+  HttpConfig http;
+  std::vector<PipelineConfig> relays;
+};
+
+// Looks up an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+EnvLookup process_environment();
+
+// Reads and validates FILE. Throws ConfigError (file:line: what) on the first problem.
+DaemonConfig load_config(const std::string& file, const EnvLookup& env = process_environment());
+// The same for text already read (`file` is used in messages only).
+DaemonConfig parse_config(const std::string& text, const std::string& file,
+                          const EnvLookup& env = process_environment());
+
+// ${NAME}, ${NAME:-default} and $$ in `value`; throws ConfigError naming `where` and the variable.
+std::string expand_env(const std::string& value, const std::string& where, const EnvLookup& env);
+
+// The [[relay]] keys, in `outpost relay --help` order (tests check the two agree).
+const std::vector<std::string>& relay_config_keys();
+
+}  // namespace outpost::cli

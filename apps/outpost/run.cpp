@@ -1,0 +1,417 @@
+// outpost run --config FILE: the daemon. Every [[relay]] of the file is a pipeline (store ->
+// relay -> sink) on its own thread, all in one process, with one HTTP server ([http] listen).
+// outpost check --config FILE: validates the file and exits (0, or 2 naming file, line, key).
+//
+// Signals: SIGTERM/SIGINT drain every pipeline (a second one gives deliveries in flight up);
+// SIGHUP reads the file again: pipelines added are started, removed ones stopped (drained),
+// changed ones drained and started with the new settings, unchanged ones keep running; the
+// admin token changes at once; [http] listen needs a restart (said in the log). A file that does
+// not validate is refused and everything keeps running as it was.
+// systemd: with NOTIFY_SOCKET set, READY=1 once every pipeline has started (Type=notify),
+// RELOADING=1/READY=1 around a reload, STOPPING=1 when draining.
+
+#include <pthread.h>
+#include <signal.h>
+#ifdef OUTPOST_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+#include <algorithm>
+#include <condition_variable>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "cli.h"
+#include "config.h"
+#include "instrument.h"
+#include "metrics.h"
+#include "outpost/error.h"
+#include "outpost/factory.h"
+#include "outpost/relay.h"
+
+namespace outpost::cli {
+namespace {
+
+void notify(const std::string& state) {
+#ifdef OUTPOST_HAVE_SYSTEMD
+  sd_notify(0, state.c_str());
+#else
+  (void)state;
+#endif
+}
+
+void log(const std::string& line) {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  std::cerr << "outpost run: " << redact(line) << std::endl;
+}
+
+RelayOptions relay_options(const PipelineConfig& c) {
+  RelayOptions o;
+  o.batch_size = c.batch;
+  o.lease = Duration(c.lease_ms);
+  o.max_attempts = c.max_attempts;
+  o.backoff_base = Duration(c.backoff_base_ms);
+  o.backoff_max = Duration(c.backoff_max_ms);
+  o.order = c.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
+  o.until_empty = c.until_empty;
+  o.drain_timeout = Duration(c.drain_timeout_ms);
+  return o;
+}
+
+// One running [[relay]]: its store, sink, relay and thread. Opened in the constructor (throws
+// like `outpost relay` does for a bad URL or an unreachable store), started by start().
+class Pipeline {
+ public:
+  explicit Pipeline(PipelineConfig config) : config_(std::move(config)) {
+    store_ = open_store(config_.store);
+    SinkOptions sink_options;
+    sink_options.concurrency = config_.concurrency;
+    sink_options.lease = Duration(config_.lease_ms);
+    sink_options.backoff_max = Duration(config_.backoff_max_ms);
+    sink_ = open_sink(config_.sink, sink_options);
+    timed_store_ = instrument_store(*store_, metrics_);
+    timed_sink_ = instrument_sink(*sink_, metrics_);
+    RelayOptions options = relay_options(config_);
+    std::string name = config_.name;
+    bool quiet = config_.quiet;
+    auto errors = std::make_shared<std::atomic<std::uint64_t>>(0);
+    // As `outpost relay`: the first errors, then one in every 1000.
+    options.on_error = [name, quiet, errors](const std::string& m) {
+      auto n = errors->fetch_add(1) + 1;
+      if (!quiet && (n <= 20 || n % 1000 == 0))
+        log("[" + name + "] " + m + (n > 20 ? " (" + std::to_string(n) + " errors so far)" : ""));
+    };
+    relay_ = std::make_unique<Relay>(*timed_store_, *timed_sink_, options);
+  }
+  ~Pipeline() { stop_and_join(false); }
+
+  void start(std::function<void()> on_exit) {
+    thread_ = std::thread([this, on_exit = std::move(on_exit)] {
+      try {
+        relay_->run();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu_);
+        failure_ = e.what();
+        log("[" + config_.name + "] stopped by an error: " + failure_);
+      }
+      running_.store(false);
+      on_exit();
+    });
+  }
+  void stop(bool abort) { abort ? relay_->abort() : relay_->stop(); }
+  void stop_and_join(bool abort) {
+    if (!thread_.joinable()) return;
+    stop(abort);
+    thread_.join();
+  }
+  bool running() const { return running_.load(); }
+  const PipelineConfig& config() const { return config_; }
+  PipelineView view(std::shared_ptr<const void> keepalive) const {
+    PipelineView v;
+    v.name = config_.name;
+    v.sink = std::string(sink_->name());
+    v.relay = relay_.get();
+    v.store = store_.get();
+    v.metrics = &metrics_;
+    v.running = running_.load();
+    {
+      std::lock_guard lock(mu_);
+      v.failure = failure_;
+    }
+    v.keepalive = std::move(keepalive);
+    return v;
+  }
+  std::string summary() const {
+    auto c = relay_->counters();
+    return "[" + config_.name + "] delivered " + std::to_string(c.delivered) + ", failed " +
+           std::to_string(c.failed) + ", dead " + std::to_string(c.dead) + ", released " +
+           std::to_string(c.released);
+  }
+
+ private:
+  PipelineConfig config_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Sink> sink_;
+  PipelineMetrics metrics_;
+  std::unique_ptr<Store> timed_store_;
+  std::unique_ptr<Sink> timed_sink_;
+  std::unique_ptr<Relay> relay_;
+  std::thread thread_;
+  std::atomic<bool> running_{true};
+  mutable std::mutex mu_;
+  std::string failure_;  // guarded by mu_
+};
+
+class Daemon final : public PipelineSource {
+ public:
+  explicit Daemon(DaemonConfig config) : config_(std::move(config)) {}
+
+  // Opens every pipeline (any failure: nothing is started), then starts them all.
+  void start() {
+    std::map<std::string, std::shared_ptr<Pipeline>> opened;
+    for (const auto& p : config_.relays) opened[p.name] = open(p);
+    std::lock_guard lock(mu_);
+    pipelines_ = std::move(opened);
+    for (auto& [name, p] : pipelines_) launch(p);
+  }
+
+  // Until every pipeline has ended (until_empty) or a stop signal came.
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] {
+      if (stopping_) return true;
+      for (const auto& [name, p] : pipelines_)
+        if (p->running()) return false;
+      return true;
+    });
+  }
+
+  void stop(bool abort) {
+    std::vector<std::shared_ptr<Pipeline>> all;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      for (auto& [name, p] : pipelines_) all.push_back(p);
+    }
+    cv_.notify_all();
+    for (auto& p : all) p->stop(abort);
+  }
+
+  void join_all() {
+    std::map<std::string, std::shared_ptr<Pipeline>> all;
+    {
+      std::lock_guard lock(mu_);
+      all = pipelines_;
+    }
+    for (auto& [name, p] : all) {
+      p->stop_and_join(false);
+      log(p->summary());
+    }
+  }
+
+  // SIGHUP: applies what changed in the file; a file that does not validate changes nothing.
+  void reload() {
+    std::lock_guard reload_lock(reload_mu_);
+    notify("RELOADING=1");
+    DaemonConfig next;
+    try {
+      next = load_config(config_.file);
+    } catch (const std::exception& e) {
+      log("reload refused, still running the previous configuration: " + std::string(e.what()));
+      notify("READY=1");
+      return;
+    }
+    for (const auto& r : next.relays) {
+      add_secret_url(r.store);
+      add_secret_url(r.sink);
+    }
+    if (next.http.listen != config_.http.listen)
+      log("reload: [http] listen changed to '" + next.http.listen +
+          "': needs a restart (still serving on '" + config_.http.listen + "')");
+    std::vector<std::string> started, restarted, stopped, unchanged, failed;
+    std::map<std::string, const PipelineConfig*> wanted;
+    for (const auto& r : next.relays) wanted[r.name] = &r;
+
+    std::map<std::string, std::shared_ptr<Pipeline>> current;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      current = pipelines_;
+    }
+    for (auto& [name, p] : current) {
+      auto it = wanted.find(name);
+      if (it != wanted.end() && *it->second == p->config() && p->running()) {
+        unchanged.push_back(name);
+        continue;
+      }
+      p->stop_and_join(false);  // drains: deliveries in flight finish, the rest is released
+      log(p->summary());
+      std::lock_guard lock(mu_);
+      pipelines_.erase(name);
+      if (it == wanted.end()) stopped.push_back(name);
+    }
+    for (const auto& r : next.relays) {
+      if (std::find(unchanged.begin(), unchanged.end(), r.name) != unchanged.end()) continue;
+      bool was_running = current.count(r.name) > 0;
+      try {
+        auto p = open(r);
+        std::lock_guard lock(mu_);
+        pipelines_[r.name] = p;
+        launch(p);
+        (was_running ? restarted : started).push_back(r.name);
+      } catch (const std::exception& e) {
+        failed.push_back(r.name);
+        log("reload: [" + r.name + "] cannot start: " + e.what());
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      config_.relays = next.relays;
+      config_.http.admin_token = next.http.admin_token;
+    }
+    auto list = [](const std::vector<std::string>& v) {
+      std::string out;
+      for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+      return out.empty() ? std::string("-") : out;
+    };
+    log("reloaded " + config_.file + ": started " + list(started) + "; restarted " +
+        list(restarted) + "; stopped " + list(stopped) + "; unchanged " + list(unchanged) +
+        (failed.empty() ? "" : "; failed to start " + list(failed)));
+    notify("READY=1");
+    cv_.notify_all();
+  }
+
+  std::vector<PipelineView> pipelines() override {
+    std::lock_guard lock(mu_);
+    std::vector<PipelineView> out;
+    for (auto& [name, p] : pipelines_) out.push_back(p->view(p));
+    return out;
+  }
+  bool shutting_down() const override {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  }
+  std::string admin_token() const {
+    std::lock_guard lock(mu_);
+    return config_.http.admin_token;
+  }
+  std::size_t size() const {
+    std::lock_guard lock(mu_);
+    return pipelines_.size();
+  }
+
+ private:
+  std::shared_ptr<Pipeline> open(const PipelineConfig& c) {
+    try {
+      return std::make_shared<Pipeline>(c);
+    } catch (const ConfigError& e) {
+      throw ConfigError(config_.file + ":" + std::to_string(c.line) + ": [[relay]] '" + c.name +
+                        "': " + e.what());
+    } catch (const Error& e) {
+      throw Error(e.code(), e.backend(), "[[relay]] '" + c.name + "': " + e.what());
+    }
+  }
+  // mu_ held.
+  void launch(const std::shared_ptr<Pipeline>& p) {
+    p->start([this] {
+      { std::lock_guard lock(mu_); }  // no lost wake-up between wait()'s check and its sleep
+      cv_.notify_all();
+    });
+  }
+
+  DaemonConfig config_;  // guarded by mu_ (file is constant)
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::shared_ptr<Pipeline>> pipelines_;  // guarded by mu_
+  bool stopping_ = false;                                       // guarded by mu_
+  std::mutex reload_mu_;                                        // one reload at a time
+};
+
+// SIGHUP taken on a thread of its own with sigwait (blocked everywhere, like SIGTERM).
+class HangupWatcher {
+ public:
+  explicit HangupWatcher(std::function<void()> on_hangup) {
+    thread_ = std::thread([this, on_hangup = std::move(on_hangup)] {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGHUP);
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0 || quit_.load()) return;
+        on_hangup();
+      }
+    });
+  }
+  ~HangupWatcher() {
+    quit_.store(true);
+    pthread_kill(thread_.native_handle(), SIGHUP);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> quit_{false};
+  std::thread thread_;
+};
+
+void block_hangup() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int run_daemon(const std::string& file) {
+  block_hangup();  // before any thread: only the watcher takes SIGHUP
+  DaemonConfig config = load_config(file);
+  for (const auto& r : config.relays) {
+    add_secret_url(r.store);
+    add_secret_url(r.sink);
+  }
+  Daemon daemon(config);
+  daemon.start();
+  std::optional<MetricsServer> http;
+  if (!config.http.listen.empty()) {
+    http.emplace(config.http.listen, daemon, "[http] listen");
+    log("http on " + config.http.listen.substr(0, config.http.listen.rfind(':')) + ":" +
+        std::to_string(http->port()) + " (/metrics /healthz /readyz)");
+  }
+  log("started " + std::to_string(config.relays.size()) + " pipeline(s) from " + file);
+  notify("READY=1\nSTATUS=" + std::to_string(config.relays.size()) + " pipeline(s) running");
+
+  StopSignalWatcher watcher([&daemon](int signal, int count) {
+    const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (count == 1) {
+      log(std::string(name) +
+          ": draining every pipeline (a second signal gives deliveries in "
+          "flight up at once)");
+      notify("STOPPING=1");
+      daemon.stop(false);
+    } else {
+      log(std::string(name) + " again: giving up deliveries in flight");
+      daemon.stop(true);
+    }
+  });
+  HangupWatcher hangup([&daemon] { daemon.reload(); });
+  daemon.wait();
+  daemon.join_all();
+  http.reset();
+  log(std::string("stopped") + (watcher.received() ? " after signal" : " (every pipeline ended)"));
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner add_run_command(CLI::App& root) {
+  auto file = std::make_shared<std::string>();
+  CLI::App* sub = root.add_subcommand(
+      "run",
+      "Run the daemon: every [[relay]] pipeline of a TOML config file in one process, with\n"
+      "/metrics, /healthz and /readyz on [http] listen. SIGTERM/SIGINT drain, SIGHUP reloads.\n"
+      "Reference: docs/operations.md.");
+  sub->add_option("--config", *file, "TOML config file")->required();
+  return [file] { return run_daemon(*file); };
+}
+
+Runner add_check_command(CLI::App& root) {
+  auto file = std::make_shared<std::string>();
+  CLI::App* sub = root.add_subcommand(
+      "check",
+      "Validate a daemon config file without opening or starting anything: exit 0, or 2 with\n"
+      "a message naming the file, line and key.");
+  sub->add_option("--config", *file, "TOML config file")->required();
+  return [file] {
+    DaemonConfig config = load_config(*file);
+    std::cout << config.file << ": ok (" << config.relays.size() << " pipeline(s):";
+    for (const auto& r : config.relays) std::cout << " " << r.name;
+    std::cout << (config.http.listen.empty() ? "; no http" : "; http " + config.http.listen) << ")"
+              << std::endl;
+    return kExitOk;
+  };
+}
+
+}  // namespace outpost::cli

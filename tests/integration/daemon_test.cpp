@@ -1,0 +1,243 @@
+// outpost run / outpost check, black box: several pipelines in one process from a TOML file,
+// /metrics with per-pipeline labels and histograms, /readyz naming a failing check, /healthz,
+// SIGHUP reload (added, changed, unchanged pipelines; a broken file refused), sd_notify
+// READY=1/STOPPING=1 through NOTIFY_SOCKET, SIGTERM drain, and config errors naming
+// file:line:key with exit 2.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "cli_process.h"
+
+namespace {
+
+using namespace outpost::testing;
+
+using namespace std::chrono_literals;
+
+// A unix datagram socket standing in for systemd's NOTIFY_SOCKET.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+      throw std::runtime_error("bind " + path);
+    timeval tv{0, 100'000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~NotifySocket() { ::close(fd_); }
+  // Everything received so far, messages separated by '\n'.
+  const std::string& poll() {
+    char buf[4096];
+    for (;;) {
+      auto n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      received_ += std::string(buf, std::size_t(n)) + "\n";
+    }
+    return received_;
+  }
+  bool wait_for(const std::string& text, std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline)
+      if (poll().find(text) != std::string::npos) return true;
+    return false;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::string received_;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  std::string config(const std::string& orders_batch, const std::string& extra = "") {
+    return "[http]\nlisten = \"127.0.0.1:0\"\n\n"
+           "[[relay]]\nname = \"orders\"\nstore = \"sqlite:" +
+           dir_ / "a.db" + "\"\n" + "sink = \"file:" + dir_ / "a.jsonl" +
+           "\"\nbatch = " + orders_batch + "\n\n" +
+           "[[relay]]\nname = \"failing\"\nstore = \"sqlite:" + dir_ / "b.db" + "\"\n" +
+           "sink = \"http://127.0.0.1:1/hook\"\nmax_attempts = 2\nbackoff_base_ms = 10\n"
+           "backoff_max_ms = 20\nquiet = true\n" +
+           extra;
+  }
+  void emit(const std::string& db, int n) {
+    for (int i = 0; i < n; ++i) {
+      auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--key",
+                        "k" + std::to_string(i), "--payload", "{}"});
+      ASSERT_EQ(r.code, 0) << r.err;
+    }
+  }
+  // The port the daemon printed ("http on 127.0.0.1:PORT").
+  int port_from(const std::string& log) {
+    std::smatch m;
+    std::string text;
+    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
+    for (int i = 0; i < 3000 && !std::regex_search(text, m, re); ++i) {
+      std::this_thread::sleep_for(10ms);
+      text = read_file(log);
+    }
+    return std::regex_search(text, m, re) ? std::stoi(m[1]) : -1;
+  }
+  std::string wait_log(const std::string& log, const std::string& text) {
+    std::string all;
+    for (int i = 0; i < 3000; ++i) {
+      all = read_file(log);
+      if (all.find(text) != std::string::npos) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    return all;
+  }
+  TempDir dir_;
+};
+
+TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
+  emit(dir_ / "a.db", 5);
+  emit(dir_ / "b.db", 2);
+  auto file = dir_ / "outpost.toml";
+  write_file(file, config("50"));
+  NotifySocket notify(dir_ / "notify.sock");
+  ::setenv("NOTIFY_SOCKET", (dir_ / "notify.sock").c_str(), 1);
+  auto log = dir_ / "run.log";
+  CliProcess daemon({"run", "--config", file}, log);
+  ::unsetenv("NOTIFY_SOCKET");
+
+  ASSERT_TRUE(notify.wait_for("READY=1", 60s)) << read_file(log);
+  int port = port_from(log);
+  ASSERT_GT(port, 0) << read_file(log);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+
+  // Both pipelines move: orders delivers its 5, failing dead-letters its 2.
+  const std::string delivered =
+      "outpost_relay_delivered_total{pipeline=\"orders\",store=\"sqlite\",sink=\"file\"} 5\n";
+  const std::string dead =
+      "outpost_store_dead{pipeline=\"failing\",store=\"sqlite\",sink=\"http\"} 2\n";
+  std::string body;
+  for (int i = 0; i < 3000; ++i) {
+    auto res = client.Get("/metrics");
+    ASSERT_TRUE(res);
+    body = res->body;
+    if (body.find(delivered) != std::string::npos && body.find(dead) != std::string::npos) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_NE(body.find(delivered), std::string::npos) << body;
+  EXPECT_NE(body.find(dead), std::string::npos) << body;
+  EXPECT_NE(body.find("# TYPE outpost_relay_deliver_seconds histogram"), std::string::npos);
+  EXPECT_NE(body.find("outpost_relay_deliver_seconds_bucket{pipeline=\"orders\",store=\"sqlite\","
+                      "sink=\"file\",le=\"+Inf\"}"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("outpost_relay_batch_size_count{pipeline=\"orders\""), std::string::npos);
+  EXPECT_NE(body.find("outpost_relay_claim_seconds_count{pipeline=\"failing\""), std::string::npos);
+  EXPECT_NE(body.find("outpost_store_oldest_pending_age_seconds{pipeline=\"orders\""),
+            std::string::npos);
+  EXPECT_EQ(body.find("k0"), std::string::npos) << "no event keys in labels";
+
+  // Readiness names the failing pipeline and check; liveness is fine.
+  auto ready = client.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503) << ready->body;
+  EXPECT_NE(ready->body.find("\"pipeline\":\"failing\""), std::string::npos) << ready->body;
+  EXPECT_NE(ready->body.find("\"check\":\"sink_delivering\""), std::string::npos) << ready->body;
+  EXPECT_EQ(ready->body.find("\"pipeline\":\"orders\""), std::string::npos) << ready->body;
+  auto health = client.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+
+  // SIGHUP: orders changed (restarted), failing unchanged, extra added.
+  write_file(file,
+             config("60", "\n[[relay]]\nname = \"extra\"\nstore = \"memory:\"\nsink = \"file:" +
+                              dir_ / "c.jsonl" + "\"\n"));
+  daemon.signal(SIGHUP);
+  std::string text = wait_log(log, "reloaded");
+  EXPECT_NE(text.find("started extra; restarted orders; stopped -; unchanged failing"),
+            std::string::npos)
+      << text;
+  auto res = client.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("outpost_pipeline_running{pipeline=\"extra\""), std::string::npos);
+
+  // A broken file is refused; everything keeps running.
+  write_file(file, config("0"));
+  daemon.signal(SIGHUP);
+  text = wait_log(log, "reload refused");
+  EXPECT_NE(text.find("key 'batch': must be 1-100000, got 0"), std::string::npos) << text;
+  res = client.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_NE(res->body.find("outpost_pipeline_running{pipeline=\"extra\",store=\"memory\",sink="
+                           "\"file\"} 1"),
+            std::string::npos)
+      << res->body;
+
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(60s), 0) << read_file(log);
+  EXPECT_TRUE(notify.wait_for("STOPPING=1", 5s));
+  EXPECT_NE(read_file(log).find("[orders] delivered"), std::string::npos);
+}
+
+TEST_F(DaemonTest, CheckNamesFileLineAndKeyAndExits2) {
+  auto file = dir_ / "bad.toml";
+  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"sqlite:" + dir_ / "x.db" +
+                       "\"\nsink = \"file:-\"\nlease_ms = 5\n");
+  auto r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ":5: [[relay]] 'x': key 'lease_ms': must be 10-86400000, got 5"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "x.db")) << "check opens nothing";
+
+  write_file(file,
+             "[[relay]]\nname = \"x\"\nstore = \"${OUTPOST_TEST_UNSET_VAR}\"\nsink = \"file:-\"\n");
+  r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(":3: [[relay]] 'x': key 'store': environment variable "
+                       "OUTPOST_TEST_UNSET_VAR is not set"),
+            std::string::npos)
+      << r.err;
+
+  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"sqlite:a.db\"\nsink = \"file:-\"\n");
+  r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 0) << r.err;
+
+  r = run_cli({"run", "--config", dir_ / "missing.toml"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.toml: cannot read"), std::string::npos) << r.err;
+}
+
+// Every `outpost relay` flag is a [[relay]] key under its name with '_' (only --metrics is
+// replaced by [http] listen).
+TEST_F(DaemonTest, EveryRelayFlagIsAConfigKey) {
+  auto help = run_cli({"relay", "--help"});
+  ASSERT_EQ(help.code, 0);
+  std::regex flag(R"((^|\s)--([a-z][a-z-]+))");
+  std::set<std::string> flags;
+  for (std::sregex_iterator it(help.out.begin(), help.out.end(), flag), end; it != end; ++it)
+    flags.insert((*it)[2]);
+  ASSERT_GT(flags.size(), 8u) << help.out;
+  auto file = dir_ / "flag.toml";
+  for (const auto& f : flags) {
+    if (f == "help" || f == "metrics") continue;
+    std::string key = f;
+    std::replace(key.begin(), key.end(), '-', '_');
+    write_file(file, "[[relay]]\nname = \"x\"\nstore = \"sqlite:a.db\"\nsink = \"file:-\"\n" +
+                         (key == "store" || key == "sink" ? "" : key + " = \"?\"\n"));
+    auto r = run_cli({"check", "--config", file});
+    EXPECT_EQ(r.err.find("unknown key"), std::string::npos) << "--" << f << ": " << r.err;
+  }
+}
+
+}  // namespace
