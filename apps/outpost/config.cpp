@@ -166,6 +166,7 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   r.integer("backoff_base_ms", p.backoff_base_ms, 0, 86'400'000);
   r.integer("backoff_max_ms", p.backoff_max_ms, 0, 86'400'000);
   r.integer("concurrency", p.concurrency, 1, 1024);
+  r.integer("deliver_timeout_ms", p.deliver_timeout_ms, 0, 86'400'000);
   r.integer("drain_timeout_ms", p.drain_timeout_ms, 0, 86'400'000);
   r.boolean("unordered", p.unordered);
   r.boolean("until_empty", p.until_empty);
@@ -196,8 +197,9 @@ bool PipelineConfig::operator==(const PipelineConfig& o) const {
   return name == o.name && store == o.store && sink == o.sink && batch == o.batch &&
          lease_ms == o.lease_ms && max_attempts == o.max_attempts &&
          backoff_base_ms == o.backoff_base_ms && backoff_max_ms == o.backoff_max_ms &&
-         concurrency == o.concurrency && drain_timeout_ms == o.drain_timeout_ms &&
-         unordered == o.unordered && until_empty == o.until_empty && quiet == o.quiet;
+         concurrency == o.concurrency && deliver_timeout_ms == o.deliver_timeout_ms &&
+         drain_timeout_ms == o.drain_timeout_ms && unordered == o.unordered &&
+         until_empty == o.until_empty && quiet == o.quiet;
 }
 
 EnvLookup process_environment() {
@@ -250,14 +252,6 @@ std::string expand_env(const std::string& value, const std::string& where, const
     i = close;
   }
   return out;
-}
-
-const std::vector<std::string>& relay_config_keys() {
-  static const std::vector<std::string> keys = {
-      "store",           "sink",           "batch",       "lease_ms",         "max_attempts",
-      "backoff_base_ms", "backoff_max_ms", "concurrency", "drain_timeout_ms", "unordered",
-      "until_empty",     "quiet"};
-  return keys;
 }
 
 DaemonConfig parse_config(const std::string& text, const std::string& file, const EnvLookup& env) {

@@ -37,6 +37,7 @@ struct PipelineConfig {
   std::int64_t backoff_base_ms = 100;
   std::int64_t backoff_max_ms = 60'000;
   std::size_t concurrency = 1;
+  std::int64_t deliver_timeout_ms = 0;
   std::int64_t drain_timeout_ms = 0;
   bool unordered = false;
   bool until_empty = false;
@@ -69,8 +70,5 @@ DaemonConfig parse_config(const std::string& text, const std::string& file,
 
 // ${NAME}, ${NAME:-default} and $$ in `value`; throws ConfigError naming `where` and the variable.
 std::string expand_env(const std::string& value, const std::string& where, const EnvLookup& env);
-
-// The [[relay]] keys, in `outpost relay --help` order (tests check the two agree).
-const std::vector<std::string>& relay_config_keys();
 
 }  // namespace outpost::cli

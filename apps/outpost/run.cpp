@@ -59,6 +59,7 @@ RelayOptions relay_options(const PipelineConfig& c) {
   o.backoff_max = Duration(c.backoff_max_ms);
   o.order = c.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
   o.until_empty = c.until_empty;
+  o.deliver_timeout = Duration(c.deliver_timeout_ms);
   o.drain_timeout = Duration(c.drain_timeout_ms);
   return o;
 }
