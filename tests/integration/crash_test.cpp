@@ -11,10 +11,12 @@
 // loading, no program can take a signal).
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -90,7 +92,12 @@ TEST(CrashTest, SigkilledRelayLosesNothingAndDuplicatesAtMostOneBatchPerKill) {
   const std::string store = "sqlite:" + dir / "outbox.db";
   const std::string sink_path = dir / "delivered.jsonl";
   // Create the schema before processes race to do it.
-  ASSERT_EQ(run_cli({"events", "--store", store, "stats"}).code, 0);
+  // (`events` only inspects an existing outbox; a relay on the empty store creates it.)
+  {
+    auto r = run_cli({"relay", "--store", store, "--sink", "file:" + dir / "none.jsonl",
+                      "--until-empty", "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.all();
+  }
 
   std::vector<std::string> committed, rolled_back;
   std::string emit_error;
@@ -250,7 +257,6 @@ class RelayStopTest : public ::testing::Test {
   static constexpr int kEvents = 10;  // one batch, distinct keys, sent one after another
 
   void SetUp() override {
-    ASSERT_EQ(run_cli({"events", "--store", store(), "stats"}).code, 0);
     std::string input;
     for (int i = 0; i < kEvents; ++i)
       input += R"({"type":"hook.test","key":"k)" + std::to_string(i) +
@@ -342,5 +348,51 @@ TEST_F(RelayStopTest, SecondSigtermGivesUpAtOnce) {
   expect_all_released();
 }
 
+// Issue 10 defect 10: `relay --sink file:-` whose stdout pipe has no reader left reports it and
+// releases the events it holds (exit 1), instead of dying of SIGPIPE with them leased.
+TEST(RelayClosedPipeTest, FileSinkIntoAClosedPipeReportsItAndReleasesTheEvents) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "outbox.db";
+  std::string input;
+  for (int i = 0; i < 10; ++i)
+    input += R"({"type":"pipe.test","key":"k)" + std::to_string(i) +
+             R"(","payload":{}})"
+             "\n";
+  ASSERT_EQ(run_cli({"emit", "--store", store, "-"}, input).code, 0);
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ::close(fds[0]);  // nobody will ever read
+  const std::string err_path = dir / "stderr";
+  std::vector<std::string> argv{OUTPOST_BIN, "relay",  "--store",      store,
+                                "--sink",    "file:-", "--until-empty"};
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fds[1], 1);
+    ::dup2(e, 2);
+    ::execv(cargs[0], cargs.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  int status = 0;
+  ASSERT_TRUE(wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 60s))
+      << read_file(err_path);
+  const std::string err = read_file(err_path);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << ": " << err;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << err;
+  EXPECT_NE(err.find("the reader of the pipe went away"), std::string::npos) << err;
+  EXPECT_NE(err.find("released 10"), std::string::npos) << err;
+
+  auto stats = run_cli({"events", "--store", store, "stats", "--json"});
+  EXPECT_NE(stats.out.find("\"pending\":10"), std::string::npos) << stats.out;
+  EXPECT_NE(stats.out.find("\"leased\":0"), std::string::npos) << stats.out;
+  for (const auto& line : lines_of(run_cli({"events", "--store", store, "list"}).out))
+    EXPECT_NE(line.find("\"attempts\":0"), std::string::npos) << line;
+}
 }  // namespace
 }  // namespace outpost::testing
