@@ -68,6 +68,10 @@ int run_relay(const RelayArgs& a) {
   if (a.backoff_max_ms < a.backoff_base_ms)
     throw ConfigError("--backoff-max-ms (" + std::to_string(a.backoff_max_ms) +
                       ") must be >= --backoff-base-ms (" + std::to_string(a.backoff_base_ms) + ")");
+  // A closed stdout pipe (--sink file:-) must be an error the relay reports, releasing the events
+  // it holds, not a SIGPIPE that kills it with them leased.
+  signal(SIGPIPE, SIG_IGN);
+
   auto store = open_store(a.store);
   SinkOptions sink_options;
   sink_options.concurrency = a.concurrency;
@@ -111,14 +115,22 @@ int run_relay(const RelayArgs& a) {
       relay.abort();
     }
   });
-  relay.run();
+  auto summary = [&] {
+    auto c = relay.counters();
+    std::cerr << "outpost relay: delivered " << c.delivered << ", failed " << c.failed << ", dead "
+              << c.dead << " (batches " << c.batches << ", released " << c.released
+              << ", lease lost " << c.lease_lost << ", store errors " << c.store_errors << ")"
+              << (watcher.received() ? " after signal" : "") << std::endl;
+  };
+  try {
+    relay.run();
+  } catch (...) {  // the sink is closed for good (e.g. file:- into a closed pipe): exit 1
+    metrics.reset();
+    summary();
+    throw;
+  }
   metrics.reset();
-
-  auto c = relay.counters();
-  std::cerr << "outpost relay: delivered " << c.delivered << ", failed " << c.failed << ", dead "
-            << c.dead << " (batches " << c.batches << ", released " << c.released << ", lease lost "
-            << c.lease_lost << ", store errors " << c.store_errors << ")"
-            << (watcher.received() ? " after signal" : "") << std::endl;
+  summary();
   return kExitOk;
 }
 

@@ -71,7 +71,9 @@ class Relay {
   Relay& operator=(const Relay&) = delete;
 
   // Runs on the calling thread until stop() (or, with until_empty, until no event is pending or
-  // leased). The batch in flight when stop() is called is finished; then the sink is closed.
+  // leased); then the sink is closed. Store and delivery errors are reported and survived; the
+  // one exception: a sink that says it is closed for good (Sink::closed()) stops the relay, the
+  // events it holds are released, and run() throws ConnectionError naming why.
   void run();
 
   // One claim -> deliver -> settle cycle. Returns the number of events claimed. A failing claim

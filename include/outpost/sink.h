@@ -118,6 +118,11 @@ class Sink {
 
   // Waits for anything buffered to be confirmed; called before the relay stops. Never throws.
   virtual void close() {}
+
+  // Non-empty (why) once the destination is gone for good, e.g. the reader of the file sink's
+  // stdout pipe went away: no later delivery can succeed. The relay then stops, releases what it
+  // holds without counting attempts, and run() throws a ConnectionError saying so.
+  virtual std::string closed() const { return {}; }
 };
 
 }  // namespace outpost

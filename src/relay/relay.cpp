@@ -202,6 +202,14 @@ struct Relay::Impl {
       control.begin(deliver_timeout, now);
       keeper.renew_until(slot.batch, now + deliver_timeout);
       slot.results = sink.deliver_bounded(events, control);
+      if (std::string why = sink.closed(); !why.empty()) {
+        // The destination is gone for good: stop; decide() releases what was not delivered.
+        {
+          std::lock_guard lock(sleep_mu);
+          sink_closed = std::move(why);
+        }
+        stop(true);
+      }
     } catch (const std::exception& ex) {
       slot.results.assign(events.size(), DeliveryResult::failed(ex.what()));
     } catch (...) {
@@ -579,6 +587,11 @@ struct Relay::Impl {
     } catch (...) {
       report("sink close failed with an unknown exception");
     }
+    std::lock_guard lock(sleep_mu);
+    if (!sink_closed.empty())
+      throw ConnectionError(std::string(sink.name()),
+                            "sink closed for good (" + sink_closed +
+                                "): the relay stopped; the events it held were released");
   }
 
   void stop(bool now) {
@@ -623,6 +636,7 @@ struct Relay::Impl {
   std::atomic<bool> stopping{false};
   std::mutex sleep_mu;
   std::condition_variable sleep_cv;
+  std::string sink_closed;          // guarded by sleep_mu: Sink::closed() once it said so
   Duration error_backoff{0};        // relay thread only
   int futile_wakeups = 0;           // relay thread only: early wake-ups in a row that found nothing
   relay_detail::PipelineMode mode;  // relay thread only

@@ -179,6 +179,11 @@ class FileSink final : public Sink {
 
   std::string_view name() const override { return "file"; }
 
+  std::string closed() const override {
+    std::lock_guard lock(closed_mu_);
+    return closed_;
+  }
+
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
     std::vector<DeliveryResult> results(events.size());
     if (events.empty()) return results;
@@ -254,6 +259,11 @@ class FileSink final : public Sink {
         if (errno == EINTR) continue;
         int err = errno;
         undo_partial(before, have_before, done);
+        if (err == EPIPE) {  // the reader of the pipe went away (SIGPIPE is ignored by the CLI)
+          std::lock_guard lock(closed_mu_);
+          closed_ =
+              "write '" + path_ + "': the reader of the pipe went away (" + errno_text(err) + ")";
+        }
         return "write '" + path_ + "': " + errno_text(err);
       }
       done += static_cast<std::size_t>(n);
@@ -295,6 +305,8 @@ class FileSink final : public Sink {
   ino_t ino_ = 0;
   bool regular_ = false;
   std::string buffer_;  // reused across batches
+  mutable std::mutex closed_mu_;
+  std::string closed_;  // guarded by closed_mu_: why the destination is gone for good
 };
 
 }  // namespace
@@ -302,8 +314,7 @@ class FileSink final : public Sink {
 std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& /*options*/) {
   auto u = core::Url::parse(url);
   if (u.scheme() != "file")
-    throw ConfigError("bad URL '" + u.redacted() + "': scheme '" + u.scheme() +
-                      "' is not file:");
+    throw ConfigError("bad URL '" + u.redacted() + "': scheme '" + u.scheme() + "' is not file:");
   std::string path;
   if (u.hierarchical()) {
     // file:///abs/path or file://localhost/abs/path
@@ -315,8 +326,7 @@ std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& /*
     path = u.path();
   }
   if (path.empty() || path == "/")
-    throw ConfigError("bad URL '" + u.redacted() +
-                      "': file: needs a path, e.g. file:out.jsonl");
+    throw ConfigError("bad URL '" + u.redacted() + "': file: needs a path, e.g. file:out.jsonl");
   u.reject_unknown();
   return std::make_unique<FileSink>(std::move(path));
 }
