@@ -39,7 +39,7 @@ class PipelineMode {
   void batch_done(std::size_t events, bool full) {
     const auto now = Clock::now();
     if (!full) {  // no backlog: nothing to measure; start the epoch again
-      restart(now);
+      restart();
       return;
     }
     if (!timing_) {  // an epoch is timed from the end of its first full batch
@@ -86,7 +86,7 @@ class PipelineMode {
   using Clock = std::chrono::steady_clock;
   enum class Phase { probe_ahead, probe_after, exploit };
 
-  void restart(Clock::time_point) {
+  void restart() {
     if (phase_ != Phase::exploit) left_ = kProbeBatches + 1;
     events_ = 0;
     timing_ = false;

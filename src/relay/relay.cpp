@@ -140,8 +140,9 @@ struct Relay::Impl {
 
   // ---- one batch -------------------------------------------------------------------------
   // A claimed batch on its way through the relay: what is delivered, and what the relay
-  // decided for each event. Two of these exist, so one batch can be delivered while the store
-  // settles the previous one and claims the next (pipelining); buffers are reused across batches.
+  // decided for each event. Three of these exist (being settled, being delivered, claimed
+  // ahead), so one batch can be delivered while the store settles the previous one and claims
+  // the next (pipelining); buffers are reused across batches.
   struct Slot {
     ClaimedBatch batch;
     std::vector<StoredEvent> subset;  // events to deliver when some were dead-lettered unseen
