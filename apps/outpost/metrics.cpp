@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "dashboard.h"
 #include "outpost/error.h"
 
 namespace outpost::cli {
@@ -278,6 +279,7 @@ void MetricsServer::start(const std::string& addr, PipelineSource& source,
     res.status = r.ready ? 200 : 503;
     res.set_content(r.json + "\n", "application/json");
   });
+  add_dashboard_routes(impl_->server, source);
   if (port == 0) {
     impl_->port = impl_->server.bind_to_any_port(host.c_str());
   } else {

@@ -6,6 +6,7 @@
 //   /healthz  liveness: 200 while the process serves, also while draining.
 //   /readyz   readiness: 200, or 503 with a JSON body naming each failing check (store
 //             connected, sink delivering, loop alive, shutting down) per pipeline.
+//   /         the operator dashboard and its /api/... (dashboard.h).
 // One small cpp-httplib server on its own thread, 127.0.0.1 unless told otherwise.
 
 #include <memory>
@@ -37,6 +38,8 @@ class PipelineSource {
   virtual ~PipelineSource() = default;
   virtual std::vector<PipelineView> pipelines() = 0;
   virtual bool shutting_down() const = 0;
+  // The dashboard's admin token; empty: read-only (dashboard.h).
+  virtual std::string admin_token() const { return {}; }
 };
 
 class MetricsServer {

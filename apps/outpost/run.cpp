@@ -277,7 +277,7 @@ class Daemon final : public PipelineSource {
     std::lock_guard lock(mu_);
     return stopping_;
   }
-  std::string admin_token() const {
+  std::string admin_token() const override {
     std::lock_guard lock(mu_);
     return config_.http.admin_token;
   }

@@ -1,0 +1,218 @@
+#include "dashboard.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "dashboard_html.h"  // kDashboardHtml, generated from dashboard.html at build time
+#include "metrics.h"
+#include "outpost/json.h"
+
+namespace outpost::cli {
+namespace {
+
+using nlohmann::json;
+
+// Largest number of dead letters one request reads from a store.
+constexpr std::size_t kMaxDead = 10'000;
+
+void reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(body.dump(), "application/json");
+}
+
+void error(httplib::Response& res, int status, const std::string& message) {
+  reply(res, status, json{{"error", redact(message)}});
+}
+
+const PipelineView* find(const std::vector<PipelineView>& views, const std::string& name) {
+  for (const auto& v : views)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+struct Filter {
+  std::string type, key, error;
+  bool matches(const DeadEvent& e) const {
+    return (type.empty() || e.type == type) &&
+           (key.empty() || e.key.find(key) != std::string::npos) &&
+           (error.empty() || e.last_error.find(error) != std::string::npos);
+  }
+};
+
+std::vector<DeadEvent> matching(Store& store, const Filter& f, std::size_t limit) {
+  std::vector<DeadEvent> out;
+  for (auto& e : store.dead(kMaxDead)) {
+    if (!f.matches(e)) continue;
+    out.push_back(std::move(e));
+    if (out.size() >= limit) break;
+  }
+  return out;
+}
+
+json dead_json(const DeadEvent& e) {
+  json j = json::parse(to_json(static_cast<const StoredEvent&>(e)), nullptr, false);
+  if (j.is_discarded()) j = json::object();
+  j["last_error"] = redact(e.last_error);
+  j["dead_at"] = format_rfc3339(e.dead_at);
+  return j;
+}
+
+// Same-origin JSON only; see dashboard.h.
+std::string cross_site_reason(const httplib::Request& req) {
+  if (req.has_header("Sec-Fetch-Site")) {
+    auto site = req.get_header_value("Sec-Fetch-Site");
+    if (site != "same-origin" && site != "none") return "Sec-Fetch-Site: " + site;
+  }
+  if (req.has_header("Origin")) {
+    auto origin = req.get_header_value("Origin");
+    auto host = req.get_header_value("Host");
+    if (origin != "http://" + host && origin != "https://" + host) return "Origin " + origin;
+  }
+  auto type = req.get_header_value("Content-Type");
+  if (type.rfind("application/json", 0) != 0) return "Content-Type must be application/json";
+  return {};
+}
+
+// 0 when the request may mutate, else the HTTP status to refuse it with (message in `why`).
+int refuse_mutation(const httplib::Request& req, const std::string& token, std::string& why) {
+  if (auto reason = cross_site_reason(req); !reason.empty()) {
+    why = "cross-site request refused (" + reason + ")";
+    return 403;
+  }
+  if (token.empty()) {
+    why = "read-only: no admin token is configured ([http] admin_token)";
+    return 403;
+  }
+  auto auth = req.get_header_value("Authorization");
+  // Constant-time comparison: the token is a secret.
+  std::string expected = "Bearer " + token;
+  bool same = auth.size() == expected.size();
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < auth.size() ? auth[i] : 0));
+  if (!same || diff != 0) {
+    why = auth.empty() ? "admin token required (Authorization: Bearer ...)" : "wrong admin token";
+    return 401;
+  }
+  return 0;
+}
+
+void mutate(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
+            bool retry) {
+  std::string why;
+  if (int status = refuse_mutation(req, source.admin_token(), why)) return error(res, status, why);
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string())
+    return error(res, 400, "body must be a JSON object with \"pipeline\"");
+  auto views = source.pipelines();
+  const PipelineView* p = find(views, body["pipeline"].get<std::string>());
+  if (!p || !p->store) return error(res, 404, "no such pipeline");
+  std::vector<EventId> ids;
+  if (body.contains("ids")) {
+    if (!body["ids"].is_array()) return error(res, 400, "\"ids\" must be an array");
+    for (const auto& v : body["ids"]) {
+      auto id = v.is_string() ? EventId::parse(v.get<std::string>()) : std::nullopt;
+      if (!id) return error(res, 400, "\"ids\" must hold event ids (UUIDs)");
+      ids.push_back(*id);
+    }
+  } else if (body.contains("filter") && body["filter"].is_object() && body.contains("expect") &&
+             body["expect"].is_number_unsigned()) {
+    Filter f{body["filter"].value("type", ""), body["filter"].value("key", ""),
+             body["filter"].value("error", "")};
+    auto found = matching(*p->store, f, kMaxDead);
+    auto expect = body["expect"].get<std::size_t>();
+    if (found.size() != expect)
+      return reply(res, 409,
+                   json{{"error", "the filter now matches " + std::to_string(found.size()) +
+                                      " dead letters, not the " + std::to_string(expect) +
+                                      " confirmed; preview again"},
+                        {"matching", found.size()}});
+    for (const auto& e : found) ids.push_back(e.id);
+  } else {
+    return error(res, 400, "give \"ids\", or \"filter\" with \"expect\" (the previewed count)");
+  }
+  try {
+    std::size_t n = retry ? p->store->retry(ids) : p->store->discard(ids);
+    reply(res, 200, json{{retry ? "retried" : "discarded", n}});
+  } catch (const std::exception& e) {
+    error(res, 502, e.what());
+  }
+}
+
+}  // namespace
+
+void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                   "connect-src 'self'; img-src data:; frame-ancestors 'none'");
+    res.set_header("X-Frame-Options", "DENY");
+    res.set_content(std::string(kDashboardHtml), "text/html; charset=utf-8");
+  });
+  server.Get("/api/overview", [&source](const httplib::Request&, httplib::Response& res) {
+    json pipelines = json::array();
+    for (const auto& p : source.pipelines()) {
+      json j{{"name", p.name},
+             {"store", p.store ? std::string(p.store->backend()) : ""},
+             {"sink", p.sink},
+             {"running", p.running},
+             {"failure", redact(p.failure)}};
+      if (p.relay) {
+        auto c = p.relay->counters();
+        j["delivered"] = c.delivered;
+        j["failed"] = c.failed;
+        j["dead_total"] = c.dead;
+      }
+      if (p.store) {
+        try {
+          auto s = p.store->stats();
+          j["pending"] = s.pending;
+          j["leased"] = s.leased;
+          j["dead"] = s.dead;
+          j["oldest_pending_age_s"] = double(s.oldest_pending_age.count()) / 1000.0;
+        } catch (const std::exception& e) {
+          j["store_error"] = redact(e.what());
+        }
+      }
+      pipelines.push_back(std::move(j));
+    }
+    reply(res, 200,
+          json{{"pipelines", pipelines},
+               {"read_only", source.admin_token().empty()},
+               {"shutting_down", source.shutting_down()}});
+  });
+  server.Get("/api/dead", [&source](const httplib::Request& req, httplib::Response& res) {
+    auto views = source.pipelines();
+    const PipelineView* p = find(views, req.get_param_value("pipeline"));
+    if (!p || !p->store) return error(res, 404, "no such pipeline");
+    Filter f{req.get_param_value("type"), req.get_param_value("key"), req.get_param_value("error")};
+    std::size_t limit = 100;
+    if (req.has_param("limit")) {
+      try {
+        limit = std::clamp<std::size_t>(std::stoul(req.get_param_value("limit")), 1, kMaxDead);
+      } catch (const std::exception&) {
+        return error(res, 400, "limit must be a number");
+      }
+    }
+    try {
+      auto all = matching(*p->store, f, kMaxDead);
+      json events = json::array();
+      for (std::size_t i = 0; i < all.size() && i < limit; ++i) events.push_back(dead_json(all[i]));
+      reply(res, 200, json{{"matching", all.size()}, {"events", events}});
+    } catch (const std::exception& e) {
+      error(res, 502, e.what());
+    }
+  });
+  server.Post("/api/dead/retry", [&source](const httplib::Request& req, httplib::Response& res) {
+    mutate(source, req, res, true);
+  });
+  server.Post("/api/dead/discard", [&source](const httplib::Request& req, httplib::Response& res) {
+    mutate(source, req, res, false);
+  });
+}
+
+}  // namespace outpost::cli

@@ -1,0 +1,25 @@
+#pragma once
+// The operator dashboard served at / by the HTTP server (metrics.h), and its JSON API:
+//   GET  /                    the page (HTML/JS/CSS embedded at build time, no external assets)
+//   GET  /api/overview        pipelines: state, counters, backlog, oldest age, dead count
+//   GET  /api/dead?pipeline=P&type=&key=&error=&limit=   dead letters matching the filter
+//                             (type exact, key and error text substring), with payload/headers
+//   POST /api/dead/retry      {"pipeline":P,"ids":[...]} or
+//   POST /api/dead/discard    {"pipeline":P,"filter":{...},"expect":N}: every match, only if
+//                             there are still exactly N (the count the operator confirmed)
+// Mutations need `Authorization: Bearer <admin token>` ([http] admin_token); without a
+// configured token the dashboard is read-only (403). Cross-site requests are refused (403): a
+// mutation must be a same-origin JSON POST (Origin, if sent, equals the Host; Sec-Fetch-Site, if
+// sent, is same-origin/none; Content-Type application/json, which a cross-site form cannot send
+// without a CORS preflight this server never grants).
+
+namespace httplib {
+class Server;
+}
+
+namespace outpost::cli {
+
+class PipelineSource;
+void add_dashboard_routes(httplib::Server& server, PipelineSource& source);
+
+}  // namespace outpost::cli

@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""The operator dashboard end to end in headless Chromium (Debian chromium + chromium-driver +
+python3-selenium): a daemon whose webhook sink fails, the numbers moving on the overview, the dead
+letters filtered, a retry refused without the admin token, a retry with the token delivered once
+the webhook works again, a cross-site POST refused.
+
+    dashboard_test.py OUTPOST_BIN [SCREENSHOT_DIR]
+
+Exit 0 ok, 1 failure, 77 skipped (selenium/chromium missing and OUTPOST_TEST_REQUIRE_ALL unset).
+"""
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError:
+    webdriver = None
+
+TOKEN = "s3cret-admin-token"
+
+
+class Webhook(http.server.BaseHTTPRequestHandler):
+    """Fails every POST until `ok` is set, then records the delivered event ids."""
+    ok = False
+    received = []
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", 0))
+        self.rfile.read(length)
+        if Webhook.ok:
+            Webhook.received.append(self.headers.get("Idempotency-Key", ""))
+            self.send_response(200)
+        else:
+            self.send_response(500)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def wait(what, predicate, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception:  # the page may be mid-render
+            pass
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def main():
+    outpost = sys.argv[1]
+    shots = sys.argv[2] if len(sys.argv) > 2 else None
+    chromedriver = shutil.which("chromedriver")
+    if webdriver is None or chromedriver is None:
+        print("dashboard_test: selenium or chromedriver missing (Debian: chromium chromium-driver "
+              "python3-selenium)")
+        return 1 if os.environ.get("OUTPOST_TEST_REQUIRE_ALL") == "1" else 77
+
+    work = tempfile.mkdtemp(prefix="outpost-browser-")
+    hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Webhook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    db = os.path.join(work, "app.db")
+    for i, kind in enumerate(["order.placed", "order.placed", "user.created"]):
+        subprocess.run([outpost, "emit", "--store", "sqlite:" + db, "--type", kind, "--key",
+                        "key-%d" % i, "--payload", json.dumps({"n": i})], check=True,
+                       stdout=subprocess.DEVNULL)
+    config = os.path.join(work, "outpost.toml")
+    with open(config, "w") as f:
+        f.write('[http]\nlisten = "127.0.0.1:0"\nadmin_token = "${TEST_ADMIN_TOKEN}"\n\n'
+                '[[relay]]\nname = "orders"\nstore = "sqlite:%s"\n'
+                'sink = "http://127.0.0.1:%d/hook"\nmax_attempts = 2\nbackoff_base_ms = 10\n'
+                'backoff_max_ms = 50\nquiet = true\n' % (db, hook.server_address[1]))
+    log_path = os.path.join(work, "run.log")
+    env = dict(os.environ, TEST_ADMIN_TOKEN=TOKEN)
+    daemon = subprocess.Popen([outpost, "run", "--config", config], env=env,
+                              stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
+    driver = None
+    try:
+        port = wait("the daemon's http port", lambda: re.search(
+            r"http on 127\.0\.0\.1:(\d+)", open(log_path).read()))
+        base = "http://127.0.0.1:%s" % port.group(1)
+
+        options = webdriver.ChromeOptions()
+        for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--window-size=1280,900"]:
+            options.add_argument(arg)
+        if os.path.exists("/usr/bin/chromium"):
+            options.binary_location = "/usr/bin/chromium"
+        driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+        driver.get(base + "/")
+        text = lambda id_: driver.find_element(By.ID, id_).text
+
+        # The numbers move: all three events fail twice and end as dead letters.
+        wait("3 dead letters on the overview", lambda: text("dead-total") == "3")
+        wait("the pipeline row", lambda: "orders" in text("pipelines"))
+        time.sleep(2.5)  # a few chart samples
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "overview.png"))
+
+        # Dead letters, filtered by type.
+        driver.find_element(By.ID, "tab-dead").click()
+        wait("3 dead letters listed", lambda: text("dl-matching") == "3")
+        driver.find_element(By.ID, "f-type").send_keys("order.placed")
+        driver.find_element(By.ID, "f-apply").click()
+        wait("the filter", lambda: text("dl-matching") == "2")
+        rows = driver.find_elements(By.CSS_SELECTOR, "#dl-table tr.dl-row")
+        assert len(rows) == 2, len(rows)
+        assert all("order.placed" in r.text for r in rows)
+        assert "500" in rows[0].text, rows[0].text  # the webhook's error is shown
+        rows[0].find_element(By.CSS_SELECTOR, "button.view").click()
+        wait("the payload", lambda: '"n"' in driver.find_element(By.CSS_SELECTOR, "pre.payload").text)
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "dead-letters.png"))
+
+        # A mutation without the token is refused, and nothing changes.
+        target = rows[0].get_attribute("data-id")
+        rows[0].find_element(By.CSS_SELECTOR, "button.retry").click()
+        wait("the refusal", lambda: "refused" in text("msg") and "401" in text("msg"))
+        assert text("dl-matching") == "2"
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "refused-without-token.png"))
+
+        # With the token, once the webhook works: retried, delivered, gone from the dead letters.
+        Webhook.ok = True
+        driver.find_element(By.ID, "token").send_keys(TOKEN)
+        driver.find_element(By.ID, "token-save").click()
+        row = driver.find_element(By.CSS_SELECTOR, '#dl-table tr.dl-row[data-id="%s"]' % target)
+        row.find_element(By.CSS_SELECTOR, "button.retry").click()
+        wait("retried 1", lambda: "retried 1" in text("msg"))
+        wait("the webhook receiving it", lambda: target in Webhook.received)
+        driver.find_element(By.ID, "tab-overview").click()
+        wait("delivered 1 on the overview", lambda: text("delivered-total") == "1")
+        wait("2 dead letters left", lambda: text("dead-total") == "2")
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "after-retry.png"))
+
+        # Bulk: preview count + confirmation, then every match retried.
+        driver.find_element(By.ID, "tab-dead").click()
+        driver.find_element(By.ID, "f-type").clear()
+        driver.find_element(By.ID, "f-apply").click()
+        wait("2 matching", lambda: text("dl-matching") == "2")
+        driver.find_element(By.ID, "bulk-retry").click()
+        alert = WebDriverWait(driver, 30).until(expected_conditions.alert_is_present())
+        assert "retry 2 dead letters" in alert.text, alert.text
+        alert.accept()
+        wait("retried 2", lambda: "retried 2" in text("msg"))
+        wait("all delivered", lambda: len(Webhook.received) == 3)
+
+        # Cross-site requests are refused even with the token.
+        req = urllib.request.Request(base + "/api/dead/discard", method="POST",
+                                     data=json.dumps({"pipeline": "orders", "ids": []}).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": "Bearer " + TOKEN,
+                                              "Origin": "http://evil.example"})
+        try:
+            urllib.request.urlopen(req)
+            raise AssertionError("a cross-site POST was accepted")
+        except urllib.error.HTTPError as e:
+            assert e.code == 403, e.code
+        print("dashboard_test: ok")
+        return 0
+    finally:
+        if driver:
+            driver.quit()
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+        hook.shutdown()
+        if os.environ.get("KEEP_WORK") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as e:  # AssertionError, selenium's, a daemon that did not start
+        print("dashboard_test: FAILED:", e)
+        sys.exit(1)
