@@ -13,6 +13,9 @@
 #include <random>
 #include <thread>
 
+#include "batch.h"
+#include "delivery_thread.h"
+#include "guarded.h"
 #include "lease_keeper.h"
 #include "pipeline_mode.h"
 
@@ -37,11 +40,8 @@ void validate(const RelayOptions& o) {
     throw ConfigError("relay deliver timeout must not be negative");
 }
 
-std::string describe(const StoredEvent& e) {
-  std::string s = "event " + e.id.str() + " (type '" + e.type + "'";
-  if (!e.key.empty()) s += ", key '" + e.key + "'";
-  return s + ")";
-}
+using relay_detail::Batch;
+using relay_detail::failure_of;
 
 }  // namespace
 
@@ -54,11 +54,7 @@ struct Relay::Impl {
 
   // ---- reporting -------------------------------------------------------------------------
   void report(const std::string& message) {
-    if (!options.on_error) return;
-    try {
-      options.on_error(message);
-    } catch (...) {  // documented as must-not-throw; the relay must survive it anyway
-    }
+    if (options.on_error) failure_of([&] { options.on_error(message); });  // must not throw
   }
 
   void store_error(const std::string& message) {
@@ -67,14 +63,10 @@ struct Relay::Impl {
   }
 
   void delivery_error(const std::string& message, const StoredEvent& e) {
-    if (options.on_delivery_error) {
-      try {
-        options.on_delivery_error(message, e);
-      } catch (...) {
-      }
-    } else {
+    if (options.on_delivery_error)
+      failure_of([&] { options.on_delivery_error(message, e); });  // must not throw
+    else
       report(message);
-    }
   }
 
   // ---- waiting ---------------------------------------------------------------------------
@@ -119,18 +111,14 @@ struct Relay::Impl {
                                          bool& retried) {
     Duration wait = kSettleRetryFirst;
     for (int attempt = 1;; ++attempt) {
-      try {
-        return call();
-      } catch (const std::exception& ex) {
-        store_error(std::string(what) + " of " + std::to_string(count) + " events failed" +
-                    (attempt < kSettleTries ? " (retrying): "
-                                            : " (giving up; the lease expiry "
-                                              "will redeliver them): ") +
-                    ex.what());
-      } catch (...) {
-        store_error(std::string(what) + " of " + std::to_string(count) +
-                    " events failed with an unknown exception");
-      }
+      std::size_t done = 0;
+      auto failure = failure_of([&] { done = call(); });
+      if (!failure) return done;
+      store_error(std::string(what) + " of " + std::to_string(count) + " events failed" +
+                  (attempt < kSettleTries
+                       ? " (retrying): "
+                       : " (giving up; the lease expiry will redeliver them): ") +
+                  *failure);
       if (attempt >= kSettleTries) return std::nullopt;
       retried = true;
       std::this_thread::sleep_for(wait);  // not cut short by stop(): settling is part of draining
@@ -138,149 +126,74 @@ struct Relay::Impl {
     }
   }
 
-  // ---- one batch -------------------------------------------------------------------------
-  // A claimed batch on its way through the relay: what is delivered, and what the relay
-  // decided for each event. Three of these exist (being settled, being delivered, claimed
-  // ahead), so one batch can be delivered while the store settles the previous one and claims
-  // the next (pipelining); buffers are reused across batches.
-  struct Slot {
-    ClaimedBatch batch;
-    std::vector<StoredEvent> subset;  // events to deliver when some were dead-lettered unseen
-    bool use_subset = false;
-    std::vector<DeliveryResult> results;
-    std::vector<EventId> acks, releases;
-    std::vector<Nack> nacks;
-    std::uint64_t n_failed = 0, n_dead = 0;
-    bool abandoned = false;  // the lease was lost while delivering: settle nothing
-
-    std::span<const StoredEvent> to_deliver() const {
-      return use_subset ? std::span<const StoredEvent>(subset)
-                        : std::span<const StoredEvent>(batch.events);
-    }
-    Settlement settlement() const { return Settlement{acks, nacks, releases}; }
-  };
-
-  // Counts a fresh claim and dead-letters events whose lease expired more often than
-  // max_attempts (their relay died or hung while delivering them) without trying them again.
-  void prepare(Slot& slot) {
-    slot.use_subset = false;
-    slot.subset.clear();
-    slot.results.clear();
-    slot.acks.clear();
-    slot.nacks.clear();
-    slot.releases.clear();
-    slot.n_failed = slot.n_dead = 0;
-    slot.abandoned = false;
-    if (slot.batch.empty()) return;
+  // ---- one batch (the pure rules are in batch.{h,cpp}) ------------------------------------
+  // After a claim: counts it and dead-letters events claimed too often (relay_detail::prepare).
+  void prepare(Batch& b) {
+    relay_detail::prepare(
+        b, options.max_attempts,
+        [this](const std::string& m, const StoredEvent& e) { delivery_error(m, e); });
+    if (b.empty()) return;
     batches.fetch_add(1, std::memory_order_relaxed);
-    claimed.fetch_add(slot.batch.events.size(), std::memory_order_relaxed);
-    bool over =
-        std::any_of(slot.batch.events.begin(), slot.batch.events.end(),
-                    [&](const StoredEvent& e) { return e.attempts > options.max_attempts; });
-    if (!over) return;
-    slot.use_subset = true;
-    for (const auto& e : slot.batch.events) {
-      if (e.attempts <= options.max_attempts) {
-        slot.subset.push_back(e);
-        continue;
+    claimed.fetch_add(b.claimed.events.size(), std::memory_order_relaxed);
+  }
+
+  // Runs the sink on the batch's events (on whichever thread calls it), bounded by the
+  // deliver timeout and the stop; never throws.
+  void deliver(Batch& b) {
+    auto events = b.to_deliver();
+    if (events.empty()) return;
+    const auto now = DeliveryControl::Clock::now();
+    control.begin(deliver_timeout, now);
+    keeper.renew_until(b.claimed, now + deliver_timeout);
+    auto failure = failure_of([&] { b.results = sink.deliver_bounded(events, control); });
+    if (failure) b.results.assign(events.size(), DeliveryResult::failed(*failure));
+    if (std::string why = sink.closed(); !why.empty()) {
+      // The destination is gone for good: stop; decide() releases what was not delivered.
+      {
+        std::lock_guard lock(sleep_mu);
+        sink_closed = std::move(why);
       }
-      std::string why = "gave up after " + std::to_string(e.attempts - 1) + " attempts (max " +
-                        std::to_string(options.max_attempts) +
-                        "): its lease expired while it was being delivered (the relay died or "
-                        "hung)";
-      delivery_error(describe(e) + " dead-lettered: " + why, e);
-      slot.nacks.push_back(Nack{e.id, std::move(why), std::nullopt});
-      ++slot.n_dead;
+      stop(true);
     }
   }
 
-  // Runs the sink on the slot's events (on whichever thread calls it); never throws.
-  void deliver(Slot& slot) {
-    auto events = slot.to_deliver();
-    if (events.empty()) return;
-    try {
-      const auto now = DeliveryControl::Clock::now();
-      control.begin(deliver_timeout, now);
-      keeper.renew_until(slot.batch, now + deliver_timeout);
-      slot.results = sink.deliver_bounded(events, control);
-      if (std::string why = sink.closed(); !why.empty()) {
-        // The destination is gone for good: stop; decide() releases what was not delivered.
-        {
-          std::lock_guard lock(sleep_mu);
-          sink_closed = std::move(why);
-        }
-        stop(true);
-      }
-    } catch (const std::exception& ex) {
-      slot.results.assign(events.size(), DeliveryResult::failed(ex.what()));
-    } catch (...) {
-      slot.results.assign(events.size(),
-                          DeliveryResult::failed("sink threw a non-standard exception"));
-    }
+  // After the delivery of `b` (started == a delivery ran): unless its lease was lost meanwhile,
+  // turns the sink's results into acks, nacks and releases (relay_detail::decide).
+  void finish_delivery(Batch& b, bool started) {
+    if (!still_leased(b) || !started) return;
+    relay_detail::decide(
+        b,
+        {.max_attempts = options.max_attempts,
+         .backoff_base = options.backoff_base,
+         .backoff_max = options.backoff_max,
+         .sink_name = sink.name(),
+         .stopping = stopping.load(std::memory_order_acquire)},
+        [this](const std::string& m, const StoredEvent& e) { delivery_error(m, e); });
   }
 
-  // Turns the sink's results into acks, nacks (with backoff or dead) and releases.
-  void decide(Slot& slot) {
-    auto events = slot.to_deliver();
-    if (events.empty()) return;
-    if (slot.results.size() != events.size()) {
-      std::string why = "sink '" + std::string(sink.name()) + "' returned " +
-                        std::to_string(slot.results.size()) + " results for " +
-                        std::to_string(events.size()) + " events";
-      slot.results.assign(events.size(), DeliveryResult::failed(why));
-    }
-    for (std::size_t i = 0; i < events.size(); ++i) {
-      const StoredEvent& e = events[i];
-      DeliveryResult& r = slot.results[i];
-      switch (r.status) {
-        case DeliveryResult::Status::delivered:
-          slot.acks.push_back(e.id);
-          break;
-        case DeliveryResult::Status::skipped:
-          slot.releases.push_back(e.id);
-          break;
-        case DeliveryResult::Status::failed: {
-          if (stopping.load(std::memory_order_acquire)) {
-            // Cut short by the stop (a request given up, or timing out while draining): not
-            // this event's fault, so no attempt is counted (docs/relay.md).
-            slot.releases.push_back(e.id);
-            break;
-          }
-          ++slot.n_failed;
-          std::optional<Duration> retry_in;
-          std::string note;
-          if (e.attempts < options.max_attempts) {
-            retry_in = backoff_delay(e.attempts, options.backoff_base, options.backoff_max);
-            note = "; retry in " + std::to_string(retry_in->count()) + " ms";
-          } else {
-            ++slot.n_dead;
-            note = "; dead-lettered";
-          }
-          delivery_error(describe(e) + " attempt " + std::to_string(e.attempts) + "/" +
-                             std::to_string(options.max_attempts) + " failed: " + r.error + note,
-                         e);
-          slot.nacks.push_back(Nack{e.id, std::move(r.error), retry_in});
-          break;
-        }
-      }
-    }
+  // The one claim -> deliver -> decide path after a claim (the caller settles): delivers on this
+  // thread unless every event was dead-lettered unseen.
+  void deliver_and_decide(Batch& b) {
+    const bool started = !b.to_deliver().empty();
+    if (started) deliver(b);
+    finish_delivery(b, started);
   }
 
   // After delivery: false when the lease was lost meanwhile (the batch is abandoned; its new
   // owner delivers it, and our acks would be fenced anyway).
-  bool still_leased(Slot& slot) {
-    if (keeper.disarm(slot.batch)) return true;
+  bool still_leased(Batch& slot) {
+    if (keeper.disarm(slot.claimed)) return true;
     slot.abandoned = true;
     lease_lost.fetch_add(1, std::memory_order_relaxed);
-    report("lease lost while delivering a batch of " + std::to_string(slot.batch.events.size()) +
+    report("lease lost while delivering a batch of " + std::to_string(slot.claimed.events.size()) +
            " events: the batch is abandoned (its new owner delivers it)");
     return false;
   }
 
-  void count_settled(const Slot& slot, bool fenced) {
+  void count_settled(const Batch& slot, bool fenced) {
     if (fenced) {
       lease_lost.fetch_add(1, std::memory_order_relaxed);
-      report("some events of a batch of " + std::to_string(slot.batch.events.size()) +
+      report("some events of a batch of " + std::to_string(slot.claimed.events.size()) +
              " were no longer leased by this relay when settled (lease expired)");
     }
     delivered.fetch_add(slot.acks.size(), std::memory_order_relaxed);
@@ -290,23 +203,23 @@ struct Relay::Impl {
   }
 
   // Settles with the separate calls, each retried a few times.
-  void settle(Slot& slot) {
+  void settle(Batch& slot) {
     if (slot.abandoned) return;
     bool retried = false, fenced = false;
     if (!slot.acks.empty()) {
       auto done = settle_call(
-          "ack", slot.acks.size(), [&] { return store.ack(slot.batch, slot.acks); }, retried);
+          "ack", slot.acks.size(), [&] { return store.ack(slot.claimed, slot.acks); }, retried);
       if (done && *done < slot.acks.size()) fenced = true;
     }
     if (!slot.nacks.empty()) {
       auto done = settle_call(
-          "nack", slot.nacks.size(), [&] { return store.nack(slot.batch, slot.nacks); }, retried);
+          "nack", slot.nacks.size(), [&] { return store.nack(slot.claimed, slot.nacks); }, retried);
       if (done && *done < slot.nacks.size()) fenced = true;
     }
     if (!slot.releases.empty()) {
       auto done = settle_call(
-          "release", slot.releases.size(), [&] { return store.release(slot.batch, slot.releases); },
-          retried);
+          "release", slot.releases.size(),
+          [&] { return store.release(slot.claimed, slot.releases); }, retried);
       if (done && *done < slot.releases.size()) fenced = true;
     }
     // After a retried call a short count may just mean the first try did take effect.
@@ -316,25 +229,20 @@ struct Relay::Impl {
   // Settles `done` and claims the next batch into `next` in one store call. If that call
   // fails, settles with the separate (retried) calls and leaves `next` empty; the caller's
   // next plain claim backs off if the store is still failing.
-  void settle_and_claim(Slot& done, Slot& next) {
+  void settle_and_claim(Batch& done, Batch& next) {
     if (done.abandoned || done.settlement().empty()) {
       if (!done.abandoned) count_settled(done, false);
       prefetch(next);
       return;
     }
     SettleCounts counts;
-    try {
-      next.batch = store.settle_and_claim(done.batch, done.settlement(), counts, options.batch_size,
-                                          options.lease, options.order);
-    } catch (const std::exception& ex) {
-      store_error(std::string("settle and claim failed (settling again on its own): ") + ex.what());
-      next.batch = ClaimedBatch{};
-      prepare(next);
-      settle(done);
-      return;
-    } catch (...) {
-      store_error("settle and claim failed with an unknown exception (settling again)");
-      next.batch = ClaimedBatch{};
+    auto failure = failure_of([&] {
+      next.claimed = store.settle_and_claim(done.claimed, done.settlement(), counts,
+                                            options.batch_size, options.lease, options.order);
+    });
+    if (failure) {
+      store_error("settle and claim failed (settling again on its own): " + *failure);
+      next.claimed = ClaimedBatch{};
       prepare(next);
       settle(done);
       return;
@@ -347,19 +255,14 @@ struct Relay::Impl {
 
   // ---- one cycle, no pipelining (run_once) --------------------------------------------------
   std::size_t cycle() {
-    Slot& slot = slots[0];
-    slot.batch = store.claim(options.batch_size, options.lease, options.order);
-    prepare(slot);
-    if (slot.batch.empty()) return 0;
-    const std::size_t n = slot.batch.events.size();
-    if (!slot.to_deliver().empty()) {
-      keeper.arm(slot.batch);  // renewed while the sink works
-      deliver(slot);
-      if (!still_leased(slot)) return n;
-      decide(slot);
-    }
-    settle(slot);
-    return n;
+    Batch& b = slots[0];
+    b.claimed = store.claim(options.batch_size, options.lease, options.order);
+    prepare(b);
+    if (b.empty()) return 0;
+    if (!b.to_deliver().empty()) keeper.arm(b.claimed);  // renewed while the sink works
+    deliver_and_decide(b);
+    settle(b);
+    return b.claimed.events.size();
   }
 
   // ---- the pipelined loop -----------------------------------------------------------------
@@ -369,99 +272,44 @@ struct Relay::Impl {
   // So the store's round trips overlap the sink's. Per-key order holds: z is claimed while y is
   // still leased, so z holds no key of y (ordered claims skip keys in flight), and x is settled
   // before anything after it of its keys can be claimed.
-  class DeliveryThread {
-   public:
-    explicit DeliveryThread(Impl& relay) : relay_(relay) {}
-    ~DeliveryThread() {
-      {
-        std::lock_guard lock(mu_);
-        quit_ = true;
-      }
-      cv_.notify_all();
-      if (thread_.joinable()) thread_.join();
-    }
-    void start(Slot& slot) {
-      std::lock_guard lock(mu_);
-      job_ = &slot;
-      done_ = false;
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-      cv_.notify_all();
-    }
-    void wait() {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return done_; });
-    }
-
-   private:
-    void loop() {
-      std::unique_lock lock(mu_);
-      while (true) {
-        cv_.wait(lock, [&] { return quit_ || job_ != nullptr; });
-        if (!job_) return;  // quit with nothing to do
-        Slot* slot = job_;
-        lock.unlock();
-        relay_.deliver(*slot);
-        lock.lock();
-        job_ = nullptr;
-        done_ = true;
-        cv_.notify_all();
-        if (quit_) return;
-      }
-    }
-    Impl& relay_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    Slot* job_ = nullptr;  // guarded by mu_
-    bool done_ = true;     // guarded by mu_
-    bool quit_ = false;    // guarded by mu_
-    std::thread thread_;
-  };
-
   // Hands `slot` (claimed, its lease already kept) to the delivery thread. Returns whether a
   // delivery was started (not when every event was dead-lettered unseen).
-  bool start_delivery(Slot& slot) {
+  bool start_delivery(Batch& slot) {
     if (slot.to_deliver().empty()) return false;
     delivery.start(slot);
     return true;
   }
 
   // Claims into `slot` and keeps its lease; a failing claim is reported, the slot left empty.
-  void prefetch(Slot& slot) {
-    slot.batch = ClaimedBatch{};
-    try {
-      slot.batch = store.claim(options.batch_size, options.lease, options.order);
-    } catch (const std::exception& ex) {
-      store_error(std::string("claim failed: ") + ex.what());
-    } catch (...) {
-      store_error("claim failed with an unknown exception");
-    }
+  void prefetch(Batch& slot) {
+    slot.claimed = ClaimedBatch{};
+    if (auto failure = failure_of(
+            [&] { slot.claimed = store.claim(options.batch_size, options.lease, options.order); }))
+      store_error("claim failed: " + *failure);
     prepare(slot);
   }
 
   // Gives a claimed batch that will not be delivered (the relay is stopping) back to the store
   // without counting the attempt.
-  void give_back(Slot& slot) {
-    keeper.disarm(slot.batch);
+  void give_back(Batch& slot) {
+    keeper.disarm(slot.claimed);
     slot.acks.clear();
     slot.releases.clear();
     for (const auto& e : slot.to_deliver()) slot.releases.push_back(e.id);
     // slot.nacks keeps the unseen dead-letters decided in prepare().
     settle(slot);
-    slot.batch = ClaimedBatch{};
+    slot.claimed = ClaimedBatch{};
   }
 
   // Runs a step that claims; if it throws, reports it and backs off. false: it failed.
   template <typename F>
   bool claim_or_back_off(F&& step) {
-    try {
-      step();
+    auto failure = failure_of(step);
+    if (!failure) {
       error_backoff = Duration{0};
       return true;
-    } catch (const std::exception& ex) {
-      store_error(std::string("claim failed (backing off): ") + ex.what());
-    } catch (...) {
-      store_error("claim failed with an unknown exception (backing off)");
     }
+    store_error("claim failed (backing off): " + *failure);
     sleep_for(next_error_backoff());
     return false;
   }
@@ -469,85 +317,83 @@ struct Relay::Impl {
   void pipelined_run() {
     // Roles rotate over the three slots: `settling` was delivered and is not settled yet,
     // `delivering` is handed to the sink, `claimed` receives the batch after it.
-    Slot* settling = &slots[0];
-    Slot* delivering = &slots[1];
-    Slot* claimed_next = &slots[2];
-    for (Slot& s : slots) s.batch = ClaimedBatch{};
+    Batch* settling = &slots[0];
+    Batch* delivering = &slots[1];
+    Batch* claimed_next = &slots[2];
+    for (Batch& s : slots) s.claimed = ClaimedBatch{};
     bool found_nothing = false;  // the last claim came back empty: wait before claiming again
     while (!stopping.load(std::memory_order_acquire)) {
-      if (delivering->batch.empty()) {
+      if (delivering->claimed.empty()) {
         if (!found_nothing && !claim_or_back_off([&] {
-              delivering->batch = store.claim(options.batch_size, options.lease, options.order);
+              delivering->claimed = store.claim(options.batch_size, options.lease, options.order);
               prepare(*delivering);
             }))
           continue;
-        if (delivering->batch.empty()) {
+        if (delivering->claimed.empty()) {
           found_nothing = false;
           if (!wait_when_idle()) break;
           continue;
         }
-        keeper.arm(delivering->batch);
+        keeper.arm(delivering->claimed);
       }
       found_nothing = false;
       futile_wakeups = 0;
 
-      const bool ahead = mode.claim_ahead(delivering->batch.events.size() == options.batch_size) &&
-                         !stopping.load(std::memory_order_acquire);
-      bool started = false;
+      const bool ahead =
+          mode.claim_ahead(delivering->claimed.events.size() == options.batch_size) &&
+          !stopping.load(std::memory_order_acquire);
       if (ahead) {
         // The sink works on its own thread while this one settles the previous batch and
         // claims the next.
-        started = start_delivery(*delivering);
-        if (!settling->batch.empty()) {
+        const bool started = start_delivery(*delivering);
+        if (!settling->claimed.empty()) {
           settle_and_claim(*settling, *claimed_next);
-          settling->batch = ClaimedBatch{};
+          settling->claimed = ClaimedBatch{};
         } else {
           prefetch(*claimed_next);
         }
         if (options.order == ClaimOrder::ordered &&
-            claimed_next->batch.events.size() < options.batch_size / 2)
+            claimed_next->claimed.events.size() < options.batch_size / 2)
           mode.ahead_found_little();
-        if (!claimed_next->batch.empty()) keeper.arm(claimed_next->batch);
+        if (!claimed_next->claimed.empty()) keeper.arm(claimed_next->claimed);
         if (started) delivery.wait();
+        finish_delivery(*delivering, started);
       } else {
         // Claiming after the delivery: deliver on this thread (no hand-off to wait for).
-        if (!settling->batch.empty()) {
+        if (!settling->claimed.empty()) {
           settle(*settling);  // only when switching from claiming ahead
-          settling->batch = ClaimedBatch{};
+          settling->claimed = ClaimedBatch{};
         }
-        if (!delivering->to_deliver().empty()) {
-          deliver(*delivering);
-          started = true;
-        }
+        deliver_and_decide(*delivering);
       }
-      if (still_leased(*delivering) && started) decide(*delivering);
-      mode.batch_done(delivering->batch.events.size(),
-                      delivering->batch.events.size() == options.batch_size);
+      mode.batch_done(delivering->claimed.events.size(),
+                      delivering->claimed.events.size() == options.batch_size);
 
-      Slot* free_slot = settling;
+      Batch* free_slot = settling;
       settling = delivering;
       delivering = claimed_next;
       claimed_next = free_slot;
-      if (delivering->batch.empty() && !stopping.load(std::memory_order_acquire)) {
+      if (delivering->claimed.empty() && !stopping.load(std::memory_order_acquire)) {
         // Nothing was claimed meanwhile: settle and look again in one call.
         settle_and_claim(*settling, *delivering);
-        settling->batch = ClaimedBatch{};
-        if (!delivering->batch.empty()) keeper.arm(delivering->batch);
-        found_nothing = delivering->batch.empty();
+        settling->claimed = ClaimedBatch{};
+        if (!delivering->claimed.empty()) keeper.arm(delivering->claimed);
+        found_nothing = delivering->claimed.empty();
       }
     }
     // Stopping: settle what was delivered, give back what was claimed but not delivered.
-    if (!settling->batch.empty()) settle(*settling);
-    if (!delivering->batch.empty()) give_back(*delivering);
+    if (!settling->claimed.empty()) settle(*settling);
+    if (!delivering->claimed.empty()) give_back(*delivering);
   }
 
   // Idle: returns false when run() should return (until_empty and nothing left).
   bool wait_when_idle() {
     if (stopping.load(std::memory_order_acquire)) return true;
-    try {
+    bool empty = false;
+    auto failure = failure_of([&] {
       if (options.until_empty) {
         StoreStats s = store.stats();
-        if (s.pending + s.leased == 0) return false;
+        if ((empty = s.pending + s.leased == 0)) return;
       }
       // A store whose wait keeps returning at once while nothing is claimable (e.g. a due
       // event held back behind a leased one of its key) must not make this loop spin.
@@ -556,14 +402,12 @@ struct Relay::Impl {
         ++futile_wakeups;
       else
         futile_wakeups = 0;
-    } catch (const std::exception& ex) {
-      store_error(std::string("store wait failed (backing off): ") + ex.what());
-      sleep_for(next_error_backoff());
-    } catch (...) {
-      store_error("store wait failed with an unknown exception (backing off)");
+    });
+    if (failure) {
+      store_error("store wait failed (backing off): " + *failure);
       sleep_for(next_error_backoff());
     }
-    return true;
+    return !empty;
   }
 
   void sequential_run() {
@@ -581,13 +425,7 @@ struct Relay::Impl {
       pipelined_run();
     else
       sequential_run();
-    try {
-      sink.close();
-    } catch (const std::exception& ex) {
-      report(std::string("sink close failed: ") + ex.what());
-    } catch (...) {
-      report("sink close failed with an unknown exception");
-    }
+    if (auto failure = failure_of([&] { sink.close(); })) report("sink close failed: " + *failure);
     std::lock_guard lock(sleep_mu);
     if (!sink_closed.empty())
       throw ConnectionError(std::string(sink.name()),
@@ -608,10 +446,7 @@ struct Relay::Impl {
       std::lock_guard lock(sleep_mu);  // pairs with sleep_for's predicate check
     }
     sleep_cv.notify_all();
-    try {
-      store.interrupt();
-    } catch (...) {  // the chunked idle wait notices the flag anyway
-    }
+    failure_of([&] { store.interrupt(); });  // if it fails, the chunked idle wait notices
   }
 
   RelayCounters snapshot() const {
@@ -645,13 +480,14 @@ struct Relay::Impl {
 
   // Relay thread only (the delivery thread touches the one it was handed); reused across batches
   // so the hot path does not allocate per batch.
-  Slot slots[3];
+  Batch slots[3];
 
   std::atomic<std::uint64_t> batches{0}, claimed{0}, delivered{0}, failed{0}, dead{0}, released{0},
       lease_lost{0}, store_errors{0};
 
   relay_detail::LeaseKeeper keeper;  // its thread reports through the members above
-  DeliveryThread delivery{*this};    // last: destroyed (joined) first
+  // Last: destroyed (joined) first.
+  relay_detail::DeliveryThread delivery{[this](Batch& b) { deliver(b); }};
 };
 
 Relay::Relay(Store& store, Sink& sink, RelayOptions options)

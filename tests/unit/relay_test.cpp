@@ -21,6 +21,7 @@
 #include "outpost/relay.h"
 #include "outpost/sinks/handlers.h"
 #include "outpost/stores/memory.h"
+#include "relay/batch.h"
 #include "store_param.h"
 
 namespace outpost::unit {
@@ -849,6 +850,86 @@ TEST_P(RelayTest, IdleRelayDoesNotSpinWhileARetryIsPending) {
   EXPECT_LT(faulty->claim_calls.load(), budget)
       << "claims " << faulty->claim_calls.load() << " in " << took.count() << " ms (retry in "
       << retry_in.count() << " ms)";
+}
+
+}  // namespace
+}  // namespace outpost::unit
+
+namespace outpost::unit {
+namespace {
+
+// The relay's pure rules (src/relay/batch.h) on their own: no store, no sink, no thread.
+StoredEvent claimed_event(const std::string& key, int attempts) {
+  StoredEvent e;
+  static_cast<Event&>(e) = Event::make("t", "{}", key);
+  e.attempts = attempts;
+  return e;
+}
+
+TEST(RelayBatchRules, DecideTurnsResultsIntoAcksNacksAndReleases) {
+  relay_detail::Batch b;
+  b.claimed.events = {claimed_event("a", 1), claimed_event("a", 1), claimed_event("b", 3),
+                      claimed_event("c", 1)};
+  relay_detail::prepare(b, 3, [](const std::string&, const StoredEvent&) {});
+  b.results = {DeliveryResult::failed("boom"), DeliveryResult::skipped("held back"),
+               DeliveryResult::failed("down"), DeliveryResult::delivered()};
+  std::vector<std::string> reported;
+  relay_detail::DecideRules rules;
+  rules.max_attempts = 3;
+  relay_detail::decide(b, rules,
+                       [&](const std::string& m, const StoredEvent&) { reported.push_back(m); });
+  ASSERT_EQ(b.acks.size(), 1u);
+  EXPECT_EQ(b.acks[0], b.claimed.events[3].id);
+  ASSERT_EQ(b.releases.size(), 1u);
+  EXPECT_EQ(b.releases[0], b.claimed.events[1].id);
+  ASSERT_EQ(b.nacks.size(), 2u);
+  EXPECT_TRUE(b.nacks[0].retry_in.has_value());   // attempt 1 of 3: retried
+  EXPECT_FALSE(b.nacks[1].retry_in.has_value());  // attempt 3 of 3: dead
+  EXPECT_EQ(b.nacks[1].error, "down");
+  EXPECT_EQ(b.n_failed, 2u);
+  EXPECT_EQ(b.n_dead, 1u);
+  ASSERT_EQ(reported.size(), 2u);
+  EXPECT_NE(reported[1].find("attempt 3/3 failed: down; dead-lettered"), std::string::npos);
+}
+
+TEST(RelayBatchRules, WhileStoppingFailuresAreReleasedWithoutAnAttempt) {
+  relay_detail::Batch b;
+  b.claimed.events = {claimed_event("a", 1), claimed_event("b", 1)};
+  relay_detail::prepare(b, 5, [](const std::string&, const StoredEvent&) {});
+  b.results = {DeliveryResult::failed("timed out"), DeliveryResult::delivered()};
+  relay_detail::DecideRules rules;
+  rules.stopping = true;
+  relay_detail::decide(b, rules, [](const std::string&, const StoredEvent&) {});
+  EXPECT_EQ(b.releases.size(), 1u);
+  EXPECT_EQ(b.acks.size(), 1u);
+  EXPECT_TRUE(b.nacks.empty());
+  EXPECT_EQ(b.n_failed, 0u);
+}
+
+TEST(RelayBatchRules, AWrongResultCountFailsEveryEventNamingTheSink) {
+  relay_detail::Batch b;
+  b.claimed.events = {claimed_event("a", 1), claimed_event("b", 1)};
+  relay_detail::prepare(b, 5, [](const std::string&, const StoredEvent&) {});
+  b.results = {DeliveryResult::delivered()};
+  relay_detail::DecideRules rules;
+  rules.sink_name = "odd";
+  relay_detail::decide(b, rules, [](const std::string&, const StoredEvent&) {});
+  ASSERT_EQ(b.nacks.size(), 2u);
+  EXPECT_EQ(b.nacks[0].error, "sink 'odd' returned 1 results for 2 events");
+}
+
+TEST(RelayBatchRules, PrepareDeadLettersEventsClaimedTooOftenUnseen) {
+  relay_detail::Batch b;
+  b.claimed.events = {claimed_event("a", 6), claimed_event("b", 2)};
+  int reported = 0;
+  relay_detail::prepare(b, 5, [&](const std::string&, const StoredEvent&) { ++reported; });
+  ASSERT_EQ(b.to_deliver().size(), 1u);
+  EXPECT_EQ(b.to_deliver()[0].id, b.claimed.events[1].id);
+  ASSERT_EQ(b.nacks.size(), 1u);
+  EXPECT_FALSE(b.nacks[0].retry_in.has_value());
+  EXPECT_NE(b.nacks[0].error.find("gave up after 5 attempts (max 5)"), std::string::npos);
+  EXPECT_EQ(b.n_dead, 1u);
+  EXPECT_EQ(reported, 1);
 }
 
 }  // namespace
