@@ -11,7 +11,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:-$ROOT/build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-30}
-TARGETS=${FUZZ_TARGETS:-url event_json redis_body cloudevents}
+TARGETS=${FUZZ_TARGETS:-url event_json redis_body cloudevents config}
 CXX_FUZZ=${CXX_FUZZ:-clang++-14}
 CC_FUZZ=${CC_FUZZ:-clang-14}
 launcher=()

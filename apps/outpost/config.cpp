@@ -27,6 +27,45 @@ std::string at(const std::string& file, const Value& v) {
   throw ConfigError(where + what);
 }
 
+// Offset of the first byte that is not valid UTF-8, or npos. A TOML file is UTF-8, and toml11
+// 3.7 reads past the end of its buffer on some invalid UTF-8 (a heap-buffer-overflow found by
+// fuzz/config_fuzz.cpp), so the text is checked before toml11 sees it.
+std::size_t invalid_utf8_at(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t n = 0;                   // continuation bytes
+    unsigned char lo = 0x80, hi = 0xBF;  // range of the first continuation byte
+    if (c >= 0xC2 && c <= 0xDF)
+      n = 1;
+    else if (c == 0xE0)
+      n = 2, lo = 0xA0;  // no overlong forms
+    else if (c == 0xED)
+      n = 2, hi = 0x9F;  // no surrogates
+    else if (c >= 0xE1 && c <= 0xEF)
+      n = 2;
+    else if (c == 0xF0)
+      n = 3, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+      n = 3;
+    else if (c == 0xF4)
+      n = 3, hi = 0x8F;  // nothing above U+10FFFF
+    else
+      return i;
+    if (s.size() - i <= n) return i;
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += n + 1;
+  }
+  return std::string::npos;
+}
+
 const char* type_name(const Value& v) {
   switch (v.type()) {
     case toml::value_t::boolean:
@@ -256,6 +295,10 @@ std::string expand_env(const std::string& value, const std::string& where, const
 
 DaemonConfig parse_config(const std::string& text, const std::string& file, const EnvLookup& env) {
   Value root;
+  if (auto bad = invalid_utf8_at(text); bad != std::string::npos)
+    throw ConfigError(file + ":" +
+                      std::to_string(1 + std::count(text.begin(), text.begin() + bad, '\n')) +
+                      ": not valid UTF-8 (a TOML file is UTF-8)");
   try {
     std::istringstream in(text);
     root = toml::parse(in, file);

@@ -218,6 +218,21 @@ TEST_F(DaemonTest, CheckNamesFileLineAndKeyAndExits2) {
   EXPECT_NE(r.err.find("missing.toml: cannot read"), std::string::npos) << r.err;
 }
 
+// A TOML file is UTF-8: anything else is exit 2 naming the line, before the TOML parser reads
+// it (toml11 3.7 read past its buffer on this input, found by fuzz/config_fuzz.cpp).
+TEST_F(DaemonTest, CheckRefusesAFileThatIsNotUtf8NamingTheLine) {
+  auto file = dir_ / "latin1.toml";
+  write_file(file, "[[relay]]\nname = \"x\"\n'" + std::string(40, '\xff') + "' = 1\n");
+  auto r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(file + ":3: not valid UTF-8"), std::string::npos) << r.err;
+
+  write_file(file,
+             "[[relay]]\nname = \"caf\xc3\xa9\"\nstore = \"sqlite:a.db\"\nsink = \"file:-\"\n");
+  r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.err.find("UTF-8"), std::string::npos) << "valid UTF-8 passes the check: " << r.err;
+}
+
 // Every `outpost relay` flag is a [[relay]] key under its name with '_' (only --metrics is
 // replaced by [http] listen).
 TEST_F(DaemonTest, EveryRelayFlagIsAConfigKey) {
