@@ -4,6 +4,8 @@
 //                                  a bad line is a usage error naming its number, nothing written.
 // Prints the id of every event written, one per line.
 
+#include <nlohmann/json.hpp>
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -68,6 +70,16 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
         throw ConfigError("emit: --header '" + h + "' must be NAME=VALUE");
       e.headers[h.substr(0, eq)] = h.substr(eq + 1);
     }
+    // The payload's kind (outpost/event.h): JSON when it parses as JSON, text otherwise, unless
+    // --header content_type=... says; a JSON content type over a payload that is not JSON would
+    // not come out as it went in.
+    const bool is_json = nlohmann::json::accept(e.payload);
+    if (!e.headers.contains(header::kContentType)) {
+      if (!is_json) e.headers.emplace(header::kContentType, kTextContentType);
+    } else if (e.payload_kind() == PayloadKind::json && !is_json) {
+      throw ConfigError("emit: --payload is not JSON but --header content_type=" +
+                        std::string(e.content_type()) + " says it is");
+    }
     events.push_back(std::move(e));
   }
   // Ids are assigned here, not by the store, so they can be printed.
@@ -101,7 +113,8 @@ Runner add_emit_command(CLI::App& root) {
   sub->add_option("--header", args->headers, "Header NAME=VALUE (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--payload", args->payload, "Payload (JSON by convention)");
+  sub->add_option("--payload", args->payload,
+                  "Payload: JSON, or text (then header content_type is text/plain)");
   sub->add_option("source", args->source, "- to read events from stdin (JSON lines)");
   sub->footer(supported_schemes_text());
   return [args, sub] { return run_emit(*args, *sub); };

@@ -62,12 +62,7 @@ int run_stats(Store& store, bool json) {
 
 int run_dead(Store& store, std::size_t limit) {
   std::string out;
-  for (const DeadEvent& d : store.dead(limit)) {
-    auto j = nlohmann::json::parse(to_json(static_cast<const StoredEvent&>(d)));
-    j["last_error"] = d.last_error;
-    j["dead_at"] = format_rfc3339(d.dead_at);
-    out += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  }
+  for (const DeadEvent& d : store.dead(limit)) out += to_json(d) + "\n";
   std::cout << out;
   return kExitOk;
 }

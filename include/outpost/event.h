@@ -50,7 +50,22 @@ inline constexpr std::string_view kCorrelationId = "correlation_id";
 inline constexpr std::string_view kCausationId = "causation_id";
 inline constexpr std::string_view kTraceparent = "traceparent";
 inline constexpr std::string_view kSchemaVersion = "schema_version";
+// Reserved: the payload's media type (CloudEvents `datacontenttype`). Absent means JSON, the
+// convention; see PayloadKind.
+inline constexpr std::string_view kContentType = "content_type";
 }  // namespace header
+
+// What the payload bytes are, so that they come out as they went in (docs/cli.md, "The JSON
+// encoding"). Decided by the `content_type` header alone:
+//   json    absent, application/json or any */*+json: a JSON text, embedded as a JSON value;
+//   text    text/*: UTF-8 text, a JSON string in the JSON encoding;
+//   binary  anything else (application/octet-stream, image/png, ...): any bytes, base64 in the
+//           JSON encoding ("payload_base64"), raw to brokers and HTTP.
+enum class PayloadKind { json, text, binary };
+inline constexpr std::string_view kJsonContentType = "application/json";
+inline constexpr std::string_view kTextContentType = "text/plain; charset=utf-8";
+inline constexpr std::string_view kBinaryContentType = "application/octet-stream";
+PayloadKind payload_kind(std::string_view content_type);
 
 struct Event {
   EventId id;             // nil: the store assigns a fresh UUIDv7 on append
@@ -62,6 +77,10 @@ struct Event {
 
   // Convenience: a new event with a fresh id and occurred_at = now.
   static Event make(std::string type, std::string payload, std::string key = {});
+
+  // The `content_type` header, or application/json when there is none.
+  std::string_view content_type() const;
+  PayloadKind payload_kind() const { return outpost::payload_kind(content_type()); }
 };
 
 // An event as read back from a store.

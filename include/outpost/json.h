@@ -1,10 +1,24 @@
 #pragma once
-// The one JSON encoding of an event (DESIGN §6), used by the file sink, `outpost emit -` and
-// `outpost events list`:
-//   {"id":"…","type":"…","key":"…","payload":<JSON value>,"occurred_at":"RFC 3339",
-//    "headers":{…},"attempts":N}
-// A payload that is valid JSON is embedded as a JSON value; any other payload is a JSON string.
-// On input only `type` and `payload` are required; a given `id` must be a UUID and is kept.
+// The one JSON encoding of an event (DESIGN §6, docs/cli.md), used by the file sink,
+// `outpost emit -`, `outpost events list|dead` and the consumers:
+//   {"attempts":N,"headers":{…},"id":"…","key":"…","occurred_at":"RFC 3339",
+//    "payload":<JSON value or string> | "payload_base64":"…","type":"…"}
+// The payload keeps its kind (event.h, PayloadKind, from the `content_type` header):
+//   json    "payload": the JSON value, its text embedded as stored (numbers keep every digit);
+//   text    "payload": a JSON string;
+//   binary  "payload_base64": standard base64 with padding.
+// A json payload whose bytes are not JSON, or a text payload that is not UTF-8, goes out in the
+// nearest form that keeps the bytes (a string, else base64). A json payload that is a JSON
+// string carries "content_type":"application/json" in its headers so it does not read back as
+// text. Invalid UTF-8 in type, key or headers (possible only in stores written by older
+// versions) is shown as U+FFFD.
+//
+// Input (event_from_json): only `type` and `payload` (or `payload_base64`) are required; a given
+// `id` must be a UUID and is kept. A JSON string payload is text (header content_type set to
+// text/plain; charset=utf-8 unless the event says otherwise); any other JSON value is json and
+// keeps its exact text; payload_base64 is binary (application/octet-stream unless said).
+// What cannot be kept faithfully is refused (ConfigError naming the field): a JSON value payload
+// under a content_type that is not JSON, invalid base64, both payload fields or neither.
 
 #include <string>
 #include <string_view>
@@ -14,7 +28,11 @@
 namespace outpost {
 
 std::string to_json(const StoredEvent& event);
-std::string to_json(const Event& event);  // attempts omitted
+std::string to_json(const Event& event);      // attempts omitted
+std::string to_json(const DeadEvent& event);  // plus "dead_at" and "last_error"
+
+// to_json(event) appended to `out`, without building temporaries (the file sink's hot path).
+void append_json(std::string& out, const StoredEvent& event);
 
 // Throws ConfigError naming the bad field.
 Event event_from_json(std::string_view line);

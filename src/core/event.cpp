@@ -1,7 +1,9 @@
 #include "outpost/event.h"
 
 #include "core/id_origin.h"
+#include "core/rfc3339.h"
 
+#include <cctype>
 #include <cstring>
 #include <ctime>
 #include <mutex>
@@ -156,11 +158,35 @@ Event Event::make(std::string type, std::string payload, std::string key) {
   return e;
 }
 
+std::string_view Event::content_type() const {
+  auto it = headers.find(header::kContentType);
+  return it == headers.end() ? kJsonContentType : std::string_view(it->second);
+}
+
+PayloadKind payload_kind(std::string_view content_type) {
+  // The media type without parameters, trimmed and lowercased: "Text/Plain; charset=x" -> text.
+  std::string_view type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) type.remove_prefix(1);
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
+  std::string t(type);
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (t.empty() || t == "application/json" || t.ends_with("+json")) return PayloadKind::json;
+  if (t.starts_with("text/")) return PayloadKind::text;
+  return PayloadKind::binary;
+}
+
 TimePoint now() {
   return std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now());
 }
 
 std::string format_rfc3339(TimePoint t) {
+  core::Rfc3339Formatter f;
+  return std::string(f.format(t));
+}
+
+namespace core {
+
+std::string_view Rfc3339Formatter::format(TimePoint t) {
   auto us = t.time_since_epoch().count();
   std::int64_t secs = us / 1'000'000;
   std::int64_t frac = us % 1'000'000;
@@ -168,15 +194,27 @@ std::string format_rfc3339(TimePoint t) {
     frac += 1'000'000;
     --secs;
   }
-  std::time_t tt = static_cast<std::time_t>(secs);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(frac));
-  return buf;
+  if (!filled_ || secs != secs_) {
+    std::time_t tt = static_cast<std::time_t>(secs);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    int n = std::snprintf(text_, sizeof text_, "%04d-%02d-%02dT%02d:%02d:%02d.000000Z",
+                          tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                          tm.tm_sec);
+    size_ = n > 0 && static_cast<std::size_t>(n) < sizeof text_ ? static_cast<std::size_t>(n) : 0;
+    secs_ = secs;
+    filled_ = true;
+  }
+  if (size_ < 8) return {text_, size_};  // out of range year: nothing sensible to patch
+  char* digits = text_ + size_ - 7;      // the 6 digits before the Z
+  for (int i = 5; i >= 0; --i) {
+    digits[i] = static_cast<char>('0' + frac % 10);
+    frac /= 10;
+  }
+  return {text_, size_};
 }
+
+}  // namespace core
 
 std::optional<TimePoint> parse_rfc3339(std::string_view s) {
   // YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/utf8.h"
 #include "outpost/error.h"
 
 namespace outpost {
@@ -9,40 +10,282 @@ namespace {
 
 using nlohmann::json;
 
-json payload_value(const std::string& payload) {
-  // Embed JSON payloads as values so consumers read them without a second decode; anything else
-  // travels as a string.
-  json v = json::parse(payload, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded()) return json(payload);
-  return v;
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+void append_base64(std::string& out, std::string_view bytes) {
+  std::size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    auto n = std::uint32_t(std::uint8_t(bytes[i])) << 16 |
+             std::uint32_t(std::uint8_t(bytes[i + 1])) << 8 | std::uint8_t(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kBase64[(n >> s) & 63];
+  }
+  if (std::size_t rest = bytes.size() - i; rest > 0) {
+    std::uint32_t n = std::uint32_t(std::uint8_t(bytes[i])) << 16;
+    if (rest == 2) n |= std::uint32_t(std::uint8_t(bytes[i + 1])) << 8;
+    out += kBase64[(n >> 18) & 63];
+    out += kBase64[(n >> 12) & 63];
+    out += rest == 2 ? kBase64[(n >> 6) & 63] : '=';
+    out += '=';
+  }
 }
 
-json base_object(const Event& e) {
-  json j = json::object();
-  j["id"] = e.id.str();
-  j["type"] = e.type;
-  j["key"] = e.key;
-  j["payload"] = payload_value(e.payload);
-  j["occurred_at"] = format_rfc3339(e.occurred_at);
-  json h = json::object();
-  for (const auto& [k, v] : e.headers) h[k] = v;
-  j["headers"] = std::move(h);
-  return j;
+// Strict: the standard alphabet, padding required, no whitespace, no stray bits. nullopt-like
+// false when `text` is not the base64 of anything.
+bool decode_base64(std::string_view text, std::string& out) {
+  if (text.size() % 4 != 0) return false;
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  out.clear();
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    bool last = i + 4 == text.size();
+    int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=' && text[i + 3] == '=') : 0;
+    std::uint32_t n = 0;
+    for (int k = 0; k < 4 - pad; ++k) {
+      int v = value(text[i + k]);
+      if (v < 0) return false;
+      n = n << 6 | std::uint32_t(v);
+    }
+    n <<= 6 * pad;
+    if ((pad == 1 && (n & 0xFF)) || (pad == 2 && (n & 0xFFFF))) return false;  // stray bits
+    out += char(n >> 16);
+    if (pad < 2) out += char((n >> 8) & 0xFF);
+    if (pad < 1) out += char(n & 0xFF);
+  }
+  return true;
 }
 
-std::string dump(const json& j) {
-  // Invalid UTF-8 in a string payload or header is replaced rather than throwing mid-batch.
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+// `s` as a JSON string, escaped the way nlohmann::json::dump does; bytes that are not valid
+// UTF-8 become U+FFFD.
+void append_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (std::size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      std::size_t len = core::utf8_sequence_length(s, i);
+      if (len == 0) {
+        out += "\xEF\xBF\xBD";
+        ++i;
+      } else {
+        out.append(s.substr(i, len));
+        i += len;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+}
+
+enum class PayloadForm { value, string, base64 };
+
+// How the payload goes out (json.h): the nearest form that keeps the bytes.
+PayloadForm payload_form(const Event& e) {
+  switch (e.payload_kind()) {
+    case PayloadKind::json:
+      if (json::accept(e.payload)) return PayloadForm::value;  // checks UTF-8 in strings too
+      [[fallthrough]];
+    case PayloadKind::text:
+      return core::valid_utf8(e.payload) ? PayloadForm::string : PayloadForm::base64;
+    case PayloadKind::binary:
+      break;
+  }
+  return PayloadForm::base64;
+}
+
+bool is_json_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+void append_event(std::string& out, const Event& e, const int* attempts, const DeadEvent* dead) {
+  const PayloadForm form = payload_form(e);
+  // A JSON string value with no content_type would read back as text: say it is JSON.
+  bool mark_json = false;
+  if (form == PayloadForm::value && !e.headers.contains(header::kContentType)) {
+    std::size_t first = 0;
+    while (first < e.payload.size() && is_json_space(e.payload[first])) ++first;
+    mark_json = first < e.payload.size() && e.payload[first] == '"';
+  }
+  out += '{';
+  if (attempts) {
+    out += "\"attempts\":";
+    out += std::to_string(*attempts);
+    out += ',';
+  }
+  if (dead) {
+    out += "\"dead_at\":\"";
+    out += format_rfc3339(dead->dead_at);
+    out += "\",";
+  }
+  out += "\"headers\":{";
+  bool first = true;
+  auto header = [&](std::string_view k, std::string_view v) {
+    if (!first) out += ',';
+    first = false;
+    append_string(out, k);
+    out += ':';
+    append_string(out, v);
+  };
+  for (const auto& [k, v] : e.headers) {
+    if (mark_json && k > header::kContentType) {
+      header(header::kContentType, kJsonContentType);
+      mark_json = false;
+    }
+    header(k, v);
+  }
+  if (mark_json) header(header::kContentType, kJsonContentType);
+  out += "},\"id\":\"";
+  out += e.id.str();
+  out += "\",\"key\":";
+  append_string(out, e.key);
+  if (dead) {
+    out += ",\"last_error\":";
+    append_string(out, dead->last_error);
+  }
+  out += ",\"occurred_at\":\"";
+  out += format_rfc3339(e.occurred_at);
+  out += '"';
+  switch (form) {
+    case PayloadForm::value: {
+      out += ",\"payload\":";
+      std::size_t at = out.size();
+      out += e.payload;
+      // Valid JSON has line breaks only as whitespace: keep the event on one line.
+      for (std::size_t i = at; i < out.size(); ++i)
+        if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';
+      break;
+    }
+    case PayloadForm::string:
+      out += ",\"payload\":";
+      append_string(out, e.payload);
+      break;
+    case PayloadForm::base64:
+      out += ",\"payload_base64\":\"";
+      append_base64(out, e.payload);
+      out += '"';
+      break;
+  }
+  out += ",\"type\":";
+  append_string(out, e.type);
+  out += '}';
+}
+
+// The text of the value of the last member `name` of the object `s` (valid JSON, checked by the
+// caller), as written: a JSON value payload is kept byte for byte (numbers of any precision).
+std::string_view raw_member(std::string_view s, std::string_view name) {
+  std::size_t i = 0;
+  const std::size_t n = s.size();
+  auto skip_space = [&] {
+    while (i < n && is_json_space(s[i])) ++i;
+  };
+  auto skip_string = [&] {  // at the opening quote
+    for (++i; i < n && s[i] != '"'; ++i)
+      if (s[i] == '\\') ++i;
+    ++i;
+  };
+  auto skip_value = [&] {
+    if (i < n && s[i] == '"') return skip_string();
+    if (i < n && (s[i] == '{' || s[i] == '[')) {
+      int depth = 0;
+      while (i < n) {
+        if (s[i] == '"') {
+          skip_string();
+          continue;
+        }
+        if (s[i] == '{' || s[i] == '[') ++depth;
+        if (s[i] == '}' || s[i] == ']') --depth;
+        ++i;
+        if (depth == 0) return;
+      }
+      return;
+    }
+    while (i < n && s[i] != ',' && s[i] != '}' && !is_json_space(s[i])) ++i;
+  };
+  std::string_view found;
+  skip_space();
+  ++i;  // '{'
+  while (i < n) {
+    skip_space();
+    if (i >= n || s[i] != '"') break;
+    std::size_t k0 = i;
+    skip_string();
+    std::string_view key = s.substr(k0, std::min(i, n) - k0);
+    skip_space();
+    ++i;  // ':'
+    skip_space();
+    std::size_t v0 = i;
+    skip_value();
+    std::string_view value = s.substr(std::min(v0, n), std::min(i, n) - std::min(v0, n));
+    bool match = key.find('\\') == std::string_view::npos
+                     ? key.size() >= 2 && key.substr(1, key.size() - 2) == name
+                     : json::parse(key, nullptr, false) == std::string(name);
+    if (match) found = value;
+    skip_space();
+    if (i < n && s[i] == ',') ++i;
+  }
+  return found;
 }
 
 }  // namespace
 
-std::string to_json(const Event& event) { return dump(base_object(event)); }
+std::string to_json(const Event& event) {
+  std::string out;
+  append_event(out, event, nullptr, nullptr);
+  return out;
+}
 
 std::string to_json(const StoredEvent& event) {
-  json j = base_object(event);
-  j["attempts"] = event.attempts;
-  return dump(j);
+  std::string out;
+  append_json(out, event);
+  return out;
+}
+
+std::string to_json(const DeadEvent& event) {
+  std::string out;
+  append_event(out, event, &event.attempts, &event);
+  return out;
+}
+
+void append_json(std::string& out, const StoredEvent& event) {
+  append_event(out, event, &event.attempts, nullptr);
 }
 
 Event event_from_json(std::string_view line) {
@@ -54,9 +297,6 @@ Event event_from_json(std::string_view line) {
   if (type == j.end() || !type->is_string() || type->get<std::string>().empty())
     throw ConfigError("event JSON: field 'type' is required and must be a non-empty string");
   e.type = type->get<std::string>();
-  auto payload = j.find("payload");
-  if (payload == j.end()) throw ConfigError("event JSON: field 'payload' is required");
-  e.payload = payload->is_string() ? payload->get<std::string>() : dump(*payload);
   if (auto it = j.find("id"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) throw ConfigError("event JSON: field 'id' must be a UUID string");
     auto id = EventId::parse(it->get<std::string>());
@@ -81,6 +321,33 @@ Event event_from_json(std::string_view line) {
       e.headers.emplace(k, v.get<std::string>());
     }
   }
+
+  const auto payload = j.find("payload");
+  const auto base64 = j.find("payload_base64");
+  const bool said = e.headers.contains(header::kContentType);
+  if (payload != j.end() && base64 != j.end())
+    throw ConfigError("event JSON: give 'payload' or 'payload_base64', not both");
+  if (base64 != j.end()) {
+    if (!base64->is_string() || !decode_base64(base64->get_ref<const std::string&>(), e.payload))
+      throw ConfigError(
+          "event JSON: field 'payload_base64' must be standard base64 (A-Z a-z 0-9 "
+          "+ /, padded with =)");
+    if (!said) e.headers.emplace(header::kContentType, kBinaryContentType);
+    return e;
+  }
+  if (payload == j.end())
+    throw ConfigError("event JSON: field 'payload' (or 'payload_base64') is required");
+  const PayloadKind kind = e.payload_kind();
+  if (payload->is_string() && !(said && kind == PayloadKind::json)) {
+    e.payload = payload->get<std::string>();  // text: the string's characters, nothing else
+    if (!said) e.headers.emplace(header::kContentType, kTextContentType);
+    return e;
+  }
+  if (kind != PayloadKind::json)
+    throw ConfigError("event JSON: field 'payload' is a JSON value but header 'content_type' is '" +
+                      e.headers.at(std::string(header::kContentType)) +
+                      "' (give a string, or payload_base64)");
+  e.payload = std::string(raw_member(line, "payload"));  // the value exactly as written
   return e;
 }
 

@@ -172,6 +172,40 @@ TEST_P(SinkConformance, SingleEventBatchesKeepOrder) {
   for (std::size_t i = 0; i < events.size(); ++i) EXPECT_EQ(received[i].id, events[i].id.str());
 }
 
+// What goes in comes out (DESIGN §6): a text payload that looks like JSON stays that text, a
+// binary payload (NUL, 0xFF, invalid UTF-8) arrives byte for byte, and each carries its content
+// type (CloudEvents datacontenttype: content-type on brokers and HTTP, the content_type header
+// in the JSON encoding).
+TEST_P(SinkConformance, PayloadKindsArriveAsTheyWentIn) {
+  auto events = make_events(4);
+  events[0].payload = R"({"n":1.10,"big":123456789012345678901234567890})";
+  events[1].payload = "123";
+  events[1].headers[std::string(header::kContentType)] = std::string(kTextContentType);
+  events[2].payload = std::string("\x00\xFF\xC3(bin\n\r\x7F", 10);
+  events[2].headers[std::string(header::kContentType)] = std::string(kBinaryContentType);
+  events[3].payload = R"({"a":1})";
+  events[3].headers[std::string(header::kContentType)] = "text/plain";
+  deliver_all(events, 4);
+  auto received = fixture_.read_back(events.size());
+  ASSERT_EQ(received.size(), events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    auto r = std::find_if(received.begin(), received.end(),
+                          [&](const ReceivedEvent& x) { return x.id == events[i].id.str(); });
+    ASSERT_NE(r, received.end()) << "event " << i << " not received";
+    if (i == 0)
+      EXPECT_TRUE(same_payload(events[i].payload, r->payload)) << r->payload;
+    else
+      EXPECT_EQ(r->payload, events[i].payload) << "event " << i << " byte for byte";
+    // JSON is the default: the JSON encoding says nothing for it.
+    bool says_nothing = std::none_of(r->headers.begin(), r->headers.end(), [](const auto& h) {
+      return reduce(h.first).ends_with("contenttype");
+    });
+    EXPECT_TRUE(has_header(*r, "content_type", std::string(events[i].content_type())) ||
+                (i == 0 && says_nothing))
+        << "event " << i << " without its content type " << events[i].content_type();
+  }
+}
+
 std::string case_name(const ::testing::TestParamInfo<SinkCase>& info) {
   return info.param.name;
 }

@@ -121,5 +121,58 @@ TEST_F(CliSecretsTest, DeliveryFailuresNeverPrintTheSecret) {
   EXPECT_EQ(dead.all().find(kSecret), std::string::npos) << dead.all();
 }
 
+// Issue 10 defect 6: `emit -` -> `events list` and -> the file sink give back every JSON value
+// and every string exactly; binary travels base64; what cannot be kept is refused (exit 2).
+TEST(CliRoundTrip, EmitListAndFileSinkKeepEveryPayload) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "rt.db";
+  const std::vector<std::string> payloads{
+      R"("payload":"123")",
+      R"("payload":"{\"a\":1}")",
+      R"("payload":"null")",
+      R"("payload":"")",
+      R"("payload":null)",
+      R"("payload":123456789012345678901234567890)",
+      R"("payload":{"a":1.10,"b":[1e2,-0]})",
+      R"("payload_base64":"AP/DKAo=")",
+  };
+  std::string input;
+  for (const auto& p : payloads) input += R"({"type":"t","key":"k",)" + p + "}\n";
+  auto emit = run_cli({"emit", "--store", store, "-"}, input);
+  ASSERT_EQ(emit.code, 0) << emit.all();
+
+  auto list = run_cli({"events", "--store", store, "list"});
+  ASSERT_EQ(list.code, 0) << list.all();
+  auto lines = lines_of(list.out);
+  ASSERT_EQ(lines.size(), payloads.size());
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    EXPECT_NE(lines[i].find("," + payloads[i] + ","), std::string::npos)
+        << "payload " << i << " changed: " << lines[i];
+
+  // Re-emitting what was listed lists the same lines (ids kept).
+  auto again = run_cli({"emit", "--store", "sqlite:" + dir / "rt2.db", "-"}, list.out);
+  ASSERT_EQ(again.code, 0) << again.all();
+  auto list2 = run_cli({"events", "--store", "sqlite:" + dir / "rt2.db", "list"});
+  EXPECT_EQ(list2.out, list.out);
+
+  auto relay = run_cli({"relay", "--store", store, "--sink", "file:" + dir / "out.jsonl",
+                        "--until-empty", "--quiet"});
+  ASSERT_EQ(relay.code, 0) << relay.all();
+  auto file = lines_of(read_file(dir / "out.jsonl"));
+  ASSERT_EQ(file.size(), payloads.size());
+  for (std::size_t i = 0; i < file.size(); ++i)
+    EXPECT_NE(file[i].find("," + payloads[i] + ","), std::string::npos)
+        << "payload " << i << " changed in the file sink: " << file[i];
+
+  for (const char* bad :
+       {R"({"type":"t","payload":1,"payload_base64":"QQ=="})",
+        R"({"type":"t","payload_base64":"QQ"})",
+        R"({"type":"t","payload":[1],"headers":{"content_type":"text/plain"}})"}) {
+    auto r = run_cli({"emit", "--store", store, "-"}, std::string("\n") + bad + "\n");
+    EXPECT_EQ(r.code, 2) << bad << "\n" << r.all();
+    EXPECT_NE(r.err.find("stdin line 2"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace outpost::testing

@@ -79,5 +79,33 @@ TEST(CloudEvents, AttributeNames) {
   EXPECT_EQ(cloudevents_attribute_name("_-."), "");
 }
 
+// datacontenttype travels as content-type (the payload's kind), once, never as ce-contenttype.
+TEST(CloudEvents, ContentTypeIsTheDataContentType) {
+  Event e = Event::make("t", "{}");
+  EXPECT_EQ(as_map(cloudevents_headers(e))["content-type"], "application/json");
+  e.headers.emplace(header::kContentType, "text/plain; charset=utf-8");
+  auto h = as_map(cloudevents_headers(e));
+  EXPECT_EQ(h["content-type"], "text/plain; charset=utf-8");
+  EXPECT_FALSE(h.contains("ce-contenttype"));
+  e.headers.emplace("datacontenttype", "forged");
+  EXPECT_FALSE(as_map(cloudevents_headers(e)).contains("ce-datacontenttype"));
+}
+
+// The streaming form the broker sinks use and the list form are one mapping.
+TEST(CloudEvents, StreamingFormEqualsTheList) {
+  Event e = Event::make("t", "x", "k");
+  e.headers.emplace("correlation_id", "c");
+  e.headers.emplace(header::kContentType, "image/png");
+  std::vector<std::pair<std::string, std::string>> streamed;
+  char id[37];
+  Rfc3339Formatter time;
+  std::string scratch;
+  for_each_cloudevents_header(
+      e, format_event_id(e.id, id), time, scratch,
+      [&](std::string_view k, std::string_view v) { streamed.emplace_back(k, v); });
+  EXPECT_EQ(streamed, cloudevents_headers(e));
+  EXPECT_EQ(std::string(time.format(e.occurred_at)), format_rfc3339(e.occurred_at));
+}
+
 }  // namespace
 }  // namespace outpost::core

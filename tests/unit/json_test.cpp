@@ -84,5 +84,90 @@ TEST(JsonTest, BadInputNamesTheField) {
             std::string::npos);
 }
 
+// What goes in comes out (issue 10 defect 6): every JSON value keeps its exact text, every
+// string stays a string, and a line read back and written again is the same line.
+TEST(JsonTest, EveryPayloadRoundTripsExactly) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      // input payload field, payload bytes stored
+      {R"("123")", "123"},
+      {R"("{\"a\":1}")", R"({"a":1})"},
+      {R"("null")", "null"},
+      {R"("")", ""},
+      {R"("tab\tquote\" é 😀")", "tab\tquote\" é 😀"},
+      {"null", "null"},
+      {"true", "true"},
+      {"-0", "-0"},
+      {"1.10", "1.10"},
+      {"1e2", "1e2"},
+      {"123456789012345678901234567890", "123456789012345678901234567890"},
+      {R"({"a": [1, 2.50, {"b": null}]})", R"({"a": [1, 2.50, {"b": null}]})"},
+      {R"([])", "[]"},
+  };
+  for (const auto& [field, bytes] : cases) {
+    std::string line = R"({"type":"t","payload":)" + field + "}";
+    Event e = event_from_json(line);
+    EXPECT_EQ(e.payload, bytes) << line;
+    const bool text = field.front() == '"';
+    EXPECT_EQ(e.payload_kind(), text ? PayloadKind::text : PayloadKind::json) << line;
+    std::string out = to_json(e);
+    json j = json::parse(out);
+    EXPECT_EQ(j["payload"], json::parse(field)) << out;
+    EXPECT_EQ(j["payload"].is_string(), text) << out;
+    Event back = event_from_json(out);
+    EXPECT_EQ(back.payload, e.payload) << out;
+    EXPECT_EQ(back.headers, e.headers) << out;
+    EXPECT_EQ(to_json(back), out);
+  }
+}
+
+TEST(JsonTest, BinaryTravelsAsBase64AndKindsAreKept) {
+  Event bin = Event::make("t", std::string("\x00\xFF\xC3(\n", 5));
+  bin.headers.emplace(header::kContentType, kBinaryContentType);
+  json j = json::parse(to_json(bin));
+  EXPECT_FALSE(j.contains("payload"));
+  EXPECT_EQ(j["payload_base64"], "AP/DKAo=");
+  EXPECT_EQ(event_from_json(to_json(bin)).payload, bin.payload);
+  for (std::string_view b64 : {"", "QQ==", "QUI=", "QUJD"}) {
+    Event e = event_from_json(R"({"type":"t","payload_base64":")" + std::string(b64) + "\"}");
+    EXPECT_EQ(e.content_type(), kBinaryContentType);
+    EXPECT_EQ(to_json(e), to_json(event_from_json(to_json(e))));
+  }
+  EXPECT_EQ(event_from_json(R"({"type":"t","payload_base64":"QUJD"})").payload, "ABC");
+
+  // A JSON payload that is a JSON string says so, so it does not come back as text.
+  Event js = Event::make("t", R"("quoted")");
+  std::string out = to_json(js);
+  EXPECT_EQ(json::parse(out)["headers"]["content_type"], "application/json") << out;
+  EXPECT_EQ(event_from_json(out).payload, R"("quoted")");
+
+  // Text that is not UTF-8 cannot be a JSON string: base64, same bytes back.
+  Event bad = Event::make("t", "caf\xE9");
+  bad.headers.emplace(header::kContentType, "text/plain; charset=latin1");
+  EXPECT_EQ(event_from_json(to_json(bad)).payload, bad.payload);
+  EXPECT_EQ(event_from_json(to_json(bad)).headers, bad.headers);
+}
+
+TEST(JsonTest, InputThatCannotBeKeptIsRefused) {
+  auto message = [](const std::string& line) -> std::string {
+    try {
+      event_from_json(line);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(message(R"({"type":"t","payload":1,"payload_base64":"QQ=="})").find("not both"),
+            std::string::npos);
+  for (std::string_view b64 : {"QQ", "Q===", "QR==", "QU JD", "QUJD\\n", "****"})
+    EXPECT_NE(message(R"({"type":"t","payload_base64":")" + std::string(b64) + "\"}")
+                  .find("'payload_base64'"),
+              std::string::npos)
+        << b64;
+  EXPECT_NE(message(R"({"type":"t","payload":{"a":1},"headers":{"content_type":"text/plain"}})")
+                .find("'content_type'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type":"t","payload":"\ud800"})"), "(no error)") << "lone surrogate";
+}
+
 }  // namespace
 }  // namespace outpost

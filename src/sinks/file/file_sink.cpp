@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/url.h"
@@ -26,119 +25,6 @@ std::string parent_dir(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
-}
-
-bool valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0)
-      len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-      len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-      len = 4, cp = c & 0x07;
-    else
-      return false;
-    if (i + len > s.size()) return false;
-    for (std::size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = cp << 6 | (cc & 0x3F);
-    }
-    // No overlong forms, no surrogates, nothing above U+10FFFF.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-      return false;
-    i += len;
-  }
-  return true;
-}
-
-// Appends `s` (valid UTF-8) as a JSON string, escaped the way nlohmann::json::dump does.
-void append_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
-// The DESIGN §6 line for `e`, written directly instead of through a JSON DOM (outpost::to_json
-// costs ~25 us an event, most of it parsing and re-printing the payload). Keys come in the same
-// (sorted) order as to_json, so the line is byte-identical to to_json whenever the payload is
-// already compact JSON; other JSON payloads are embedded as given (line breaks, which valid JSON
-// has only as whitespace, become spaces). Returns false for what only to_json handles exactly
-// (invalid UTF-8, a payload that is not JSON): the caller falls back to it.
-bool append_line(std::string& out, const StoredEvent& e) {
-  if (!valid_utf8(e.type) || !valid_utf8(e.key)) return false;
-  for (const auto& [k, v] : e.headers)
-    if (!valid_utf8(k) || !valid_utf8(v)) return false;
-  if (!nlohmann::json::accept(e.payload)) return false;  // validates UTF-8 in strings, too
-  out += "{\"attempts\":";
-  out += std::to_string(e.attempts);
-  out += ",\"headers\":{";
-  bool first = true;
-  for (const auto& [k, v] : e.headers) {
-    if (!first) out += ',';
-    first = false;
-    append_string(out, k);
-    out += ':';
-    append_string(out, v);
-  }
-  out += "},\"id\":\"";
-  out += e.id.str();
-  out += "\",\"key\":";
-  append_string(out, e.key);
-  out += ",\"occurred_at\":\"";
-  out += format_rfc3339(e.occurred_at);
-  out += "\",\"payload\":";
-  std::size_t at = out.size();
-  out += e.payload;
-  for (std::size_t i = at; i < out.size(); ++i)
-    if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';
-  out += ",\"type\":";
-  append_string(out, e.type);
-  out += '}';
-  return true;
 }
 
 // Owns a file descriptor; closes it unless it is standard output.
@@ -191,11 +77,7 @@ class FileSink final : public Sink {
 
     buffer_.clear();
     for (const auto& e : events) {
-      std::size_t mark = buffer_.size();
-      if (!append_line(buffer_, e)) {
-        buffer_.resize(mark);
-        buffer_ += to_json(e);
-      }
+      append_json(buffer_, e);  // the one JSON encoding (outpost/json.h)
       buffer_ += '\n';
     }
     if (std::string error = write_batch(); !error.empty()) {

@@ -274,13 +274,15 @@ class HttpSink final : public Sink {
       }
       list = grown;
     };
-    if (!config_.has_content_type) {
-      std::string ct = "application/json";
-      for (const auto& [k, v] : e.headers)
-        if (iequals(k, "content_type") || iequals(k, "content-type")) ct = plain_header_value(v);
-      add("Content-Type: " + ct);
+    // CloudEvents HTTP binding: datacontenttype is the Content-Type (the payload's kind, from the
+    // event's content_type header), unless the URL sets header.Content-Type for every request.
+    for (const auto& [k, v] : core::cloudevents_headers(e)) {
+      if (k == core::kCloudEventsContentType) {
+        if (!config_.has_content_type) add("Content-Type: " + plain_header_value(v));
+        continue;
+      }
+      add(k + ": " + ce_header_value(v));
     }
-    for (const auto& [k, v] : core::cloudevents_headers(e)) add(k + ": " + ce_header_value(v));
     add("Idempotency-Key: " + e.id.str());
     for (const auto& [k, v] : config_.headers) add(k + ": " + v);
     add("Expect:");  // no 100-continue round trip for large bodies
