@@ -68,10 +68,11 @@ class DeliveryControl {
     return "timed out after " + std::to_string(timeout_.load()) + " ms (deliver timeout)";
   }
 
-  // The relay's side. begin(): a new call with `timeout` (0: no deadline).
+  // The relay's side. begin(): a new call with `timeout` (0, or more than a year: no deadline).
   void begin(Duration timeout, Clock::time_point now = Clock::now()) {
+    const bool none = timeout.count() <= 0 || timeout > std::chrono::hours(24 * 366);
     timeout_.store(timeout.count());
-    deadline_.store(timeout.count() > 0 ? (now + timeout).time_since_epoch().count() : kNever);
+    deadline_.store(none ? kNever : (now + timeout).time_since_epoch().count());
   }
   // Stop starting deliveries; give up on those in flight at `abandon_at` (only ever moves earlier).
   void stop(Clock::time_point abandon_at = Clock::time_point::max()) {

@@ -144,7 +144,7 @@ struct Relay::Impl {
     if (events.empty()) return;
     const auto now = DeliveryControl::Clock::now();
     control.begin(deliver_timeout, now);
-    keeper.renew_until(b.claimed, now + deliver_timeout);
+    keeper.renew_until(b.claimed, control.deadline());  // max(): no deadline
     auto failure = failure_of([&] { b.results = sink.deliver_bounded(events, control); });
     if (failure) b.results.assign(events.size(), DeliveryResult::failed(*failure));
     if (std::string why = sink.closed(); !why.empty()) {
@@ -437,7 +437,8 @@ struct Relay::Impl {
     const auto at = DeliveryControl::Clock::now();
     if (now)
       control.stop(at);
-    else if (options.drain_timeout.count() > 0)
+    else if (options.drain_timeout.count() > 0 &&
+             options.drain_timeout < std::chrono::hours(24 * 366))
       control.stop(at + options.drain_timeout);
     else
       control.stop();  // deliveries in flight end by their own timeouts
