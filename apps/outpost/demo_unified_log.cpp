@@ -139,8 +139,25 @@ struct Plan {
   std::string dir;        // temp dir when we made one (removed at the end)
   std::string store_url;  // outbox store
   std::string data_url;   // the same database as a checkpoint-store URL (rides, consumers)
-  std::string log_url;
+  std::string log_url;    // as given
+  std::string sink_url;   // the relay's: kafka:// without the consumer's `group`
 };
+
+// The log URL with its query parameter `name` removed.
+std::string without_param(const std::string& url, const std::string& name) {
+  auto q = url.find('?');
+  if (q == std::string::npos) return url;
+  std::string base = url.substr(0, q), kept;
+  std::size_t at = q + 1;
+  while (at <= url.size()) {
+    auto amp = url.find('&', at);
+    std::string kv = url.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
+    if (!kv.empty() && kv.rfind(name + "=", 0) != 0) kept += (kept.empty() ? "" : "&") + kv;
+    if (amp == std::string::npos) break;
+    at = amp + 1;
+  }
+  return kept.empty() ? base : base + "?" + kept;
+}
 
 std::string with_param(const std::string& url, const std::string& kv) {
   return url + (url.find('?') == std::string::npos ? "?" : "&") + kv;
@@ -163,7 +180,10 @@ Plan plan(const DemoArgs& a, std::mt19937_64& rng) {
           "or postgresql://…, not '" +
           scheme + ":'");
   }
-  if (!a.log.empty()) open_source(a.log);
+  if (!a.log.empty()) {
+    bool kafka = a.log.rfind("kafka:", 0) == 0;  // the demo names the Kafka groups itself
+    open_source(kafka ? with_param(without_param(a.log, "group"), "group=check") : a.log);
+  }
   if (store.empty() || a.log.empty()) {
     std::string templ = (std::filesystem::temp_directory_path() / "outpost-demo-XXXXXX").string();
     if (!::mkdtemp(templ.data())) throw Error(ErrorCode::backend, "demo", "mkdtemp failed");
@@ -184,7 +204,17 @@ Plan plan(const DemoArgs& a, std::mt19937_64& rng) {
   p.data_url = with_param(p.data_url, "prefix=demo_" + p.run);
   p.store_url = with_param(store, "table=demo_" + p.run + "_outbox");
   p.log_url = a.log.empty() ? "file:" + p.dir + "/log.jsonl" : a.log;
+  p.sink_url = p.log_url.rfind("kafka:", 0) == 0 ? without_param(p.log_url, "group") : p.log_url;
   return p;
+}
+
+// What consumer `name` reads: on Kafka each demo consumer is its own Kafka group (both read
+// every ride), so `group` is set per consumer; other logs take the URL as given.
+std::string source_url(const Plan& p, const std::string& name) {
+  if (p.log_url.rfind("kafka:", 0) != 0) return p.log_url;
+  // One process per group: it takes every partition itself (assign=manual), so a restarted
+  // consumer reads on at once instead of waiting out the killed member's session timeout.
+  return with_param(with_param(p.sink_url, "group=" + group_of(p.run, name)), "assign=manual");
 }
 
 // Starts `outpost demo unified-log --role consumer ...` (this binary).
@@ -198,7 +228,7 @@ pid_t spawn_consumer(const DemoArgs& a, const Plan& p, int index, int restarts) 
       "--name",
       "consumer" + std::to_string(index),
       "--log",
-      p.log_url,
+      source_url(p, "consumer" + std::to_string(index)),
       "--checkpoint",
       p.data_url,
       "--run",
@@ -234,7 +264,7 @@ int run_demo(DemoArgs a) {
   std::mt19937_64 rng(a.seed);
   Plan p = plan(a, rng);
   validate_checkpoint_store_url(p.data_url);
-  open_source(p.log_url);  // the log URL is checked before anything is opened
+  open_source(source_url(p, "consumer0"));  // the log URL is checked before anything is opened
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
@@ -244,7 +274,7 @@ int run_demo(DemoArgs a) {
   } cleanup{p.dir};
 
   auto store = open_store(p.store_url);
-  auto sink = open_sink(p.log_url);
+  auto sink = open_sink(p.sink_url);
   DoubleSendingSink faulty(*sink, a.double_send_rate, rng());
   auto data = open_checkpoint_store(p.data_url);  // rides table and, later, the totals
   const std::string rides = "demo_" + p.run + "_rides";
@@ -348,11 +378,12 @@ int run_demo(DemoArgs a) {
     relay.stop();
     relay_thread.join();
     if (!drained()) throw Error(ErrorCode::timeout, "demo", "the relay did not drain within 120 s");
-    auto source = open_source(p.log_url);
+    std::vector<std::unique_ptr<Source>> sources;
+    for (auto& c : procs) sources.push_back(open_source(source_url(p, c.name)));
     auto caught_up = [&] {
       for (int i = 0; i < kConsumers; ++i) {
         auto g = data->group(group_of(p.run, procs[i].name));
-        if (!g || source->lag(g->position).value_or(1) != 0) return false;
+        if (!g || sources[i]->lag(g->position).value_or(1) != 0) return false;
       }
       return true;
     };
@@ -374,10 +405,7 @@ int run_demo(DemoArgs a) {
   }
   stop_consumers();
   faulty.close();
-  {
-    auto source = open_source(p.log_url);
-    for (auto& c : procs) source->retire(group_of(p.run, c.name));
-  }
+  for (auto& c : procs) open_source(source_url(p, c.name))->retire(group_of(p.run, c.name));
 
   // The proof.
   std::int64_t source_rides = 0, source_tenths = 0;

@@ -69,6 +69,16 @@ class Source {
   virtual void committed(const std::string& /*group*/, const std::string& /*position*/) {}
   // `group` is retired: drop any registration committed() made (or trimming stops at it).
   virtual void retire(const std::string& /*group*/) {}
+  // True for sources whose consumer processes may share a group, each owning part of the log
+  // (Kafka partitions): their position is merged into the stored one (merge()) instead of
+  // replacing it.
+  virtual bool partitioned() const { return false; }
+  virtual std::string merge(const std::string& /*stored*/, const std::string& mine) const {
+    return mine;
+  }
+  // Where the source can ask for the group's committed checkpoint again (Kafka: when partitions
+  // are assigned after a rebalance). Called by the Consumer before the first read.
+  virtual void set_checkpoint_reader(std::function<std::string()> /*reader*/) {}
 };
 
 // file:PATH (the file sink's JSON lines; position = byte offset after the last whole line).

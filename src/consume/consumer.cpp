@@ -82,6 +82,16 @@ struct Consumer::Impl {
     return backoff_delay(attempt, options.backoff_base, options.backoff_max);
   }
 
+  // The checkpoint write, merged with the stored one for sources that share a group.
+  void save(const SqlTx& tx, const std::string& position) {
+    std::string value = position;
+    if (source.partitioned()) {
+      auto stored = store.load(tx, options.group);
+      value = source.merge(stored ? stored->position : std::string(), position);
+    }
+    store.save(tx, options.group, source.url(), value);
+  }
+
   void commit(const SqlTx&) {
     if (options.before_commit) options.before_commit();
     store.conn->commit();
@@ -93,6 +103,10 @@ struct Consumer::Impl {
       throw ConfigError("consumer group '" + options.group + "' reads '" + cp->source + "', not '" +
                         source.url() + "' (use another group name for another log)");
     source.seek(cp ? cp->position : std::string());
+    source.set_checkpoint_reader([this] {
+      auto now = store.in_tx([&](SqlTx& tx) { return store.load(tx, options.group); });
+      return now ? now->position : std::string();
+    });
     loaded = true;
   }
 
@@ -200,7 +214,7 @@ struct Consumer::Impl {
         }
       }
       inbox.forget(forget, tx.handle());
-      if (out.retry.empty()) store.save(tx, options.group, source.url(), checkpoint);
+      if (out.retry.empty()) save(tx, checkpoint);
       commit(tx);
       std::size_t done = work.size() - failures.size();
       count([&](auto& c) {
@@ -233,7 +247,7 @@ struct Consumer::Impl {
       if (attempts[i] >= options.max_attempts) {
         store.in_tx([&](SqlTx& tx) {
           park(tx, msgs[i], attempts[i], r.error);
-          store.save(tx, options.group, source.url(), msgs[i].position);
+          save(tx, msgs[i].position);
         });
         source.committed(options.group, msgs[i].position);
         return true;
@@ -255,7 +269,7 @@ struct Consumer::Impl {
     const auto& pending = first.threw ? all : first.retry;
     for (std::size_t i : pending)
       if (!settle_one(msgs, i, attempts, handler)) return;  // stopping: replayed next run
-    store.in_tx([&](SqlTx& tx) { store.save(tx, options.group, source.url(), end); });
+    store.in_tx([&](SqlTx& tx) { save(tx, end); });
     source.committed(options.group, end);
   }
 

@@ -16,6 +16,9 @@ std::unique_ptr<Source> open_source(std::string_view text) {
 #ifdef OUTPOST_CONSUME_HAVE_REDIS
   if (url.scheme() == "redis-stream") return consume::open_redis_stream_source(url);
 #endif
+#ifdef OUTPOST_CONSUME_HAVE_KAFKA
+  if (url.scheme() == "kafka") return consume::open_kafka_source(url);
+#endif
   std::string list;
   for (const auto& s : source_schemes()) list += (list.empty() ? "" : ", ") + s;
   throw ConfigError("bad source URL '" + url.redacted() + "': scheme '" + url.scheme() +

@@ -360,6 +360,28 @@ TEST(UnifiedLogDemo, TotalsAgreeOnRedisStreams) {
   expect_demo_agrees({"--log", "redis-stream://" + hostport + "/" + stream});
 }
 
+TEST(UnifiedLogDemo, TotalsAgreeOnKafka) {
+  const char* bootstrap = std::getenv("OUTPOST_TEST_KAFKA_BOOTSTRAP");  // the mock cluster
+  if (!bootstrap) {
+    if (std::getenv("OUTPOST_TEST_REQUIRE_ALL")) FAIL() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+    GTEST_SKIP() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+  }
+  std::string topic =
+      "demo-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}());
+  expect_demo_agrees({"--log", std::string("kafka://") + bootstrap + "/" + topic});
+}
+
+TEST(ConsumeCli, KafkaSourceUrlsAreChecked) {
+  TempDir dir;
+  for (const char* url :
+       {"kafka://127.0.0.1:1/t", "kafka://127.0.0.1:1/t?group=g&assign=both",
+        "kafka://127.0.0.1:1/?group=g", "kafka://127.0.0.1:1/t?group=g&bogus=1"}) {
+    auto r = run_cli({"consume", "--from", url, "--group", "g", "--checkpoint",
+                      "sqlite:" + (dir / "cp.db"), "--sink", "file:" + (dir / "out.jsonl")});
+    EXPECT_EQ(r.code, 2) << url << ": " << r.all();
+  }
+}
+
 TEST(UnifiedLogDemo, BadFlagsAreUsageErrors) {
   auto r = run_cli({"demo", "unified-log", "--crash-rate", "1.5"});
   EXPECT_EQ(r.code, 2) << r.all();

@@ -1,0 +1,314 @@
+// The Kafka source (`kafka://host:port[,host:port]/TOPIC?group=G`, librdkafka): the messages the
+// Kafka sink produced (key = event key, value = payload, CloudEvents headers with ce-id /
+// outpost-id = event id). The position is the next offset of each partition this process has
+// read, "PARTITION:OFFSET,..."; several processes may share the Kafka group (G), each committing
+// its own partitions, merged into the stored checkpoint (merge()). Offsets live only in the
+// checkpoint table: nothing is committed to Kafka (enable.auto.commit=false), and on every
+// assignment (start, rebalance) the assigned partitions are sought to the stored offsets.
+
+#include <librdkafka/rdkafka.h>
+
+#include <charconv>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "consume/sources.h"
+#include "outpost/error.h"
+#include "outpost/json.h"
+
+namespace outpost::consume {
+namespace {
+
+using Offsets = std::map<std::int32_t, std::int64_t>;  // partition -> next offset
+
+std::string format_offsets(const Offsets& o) {
+  std::string out;
+  for (auto& [p, off] : o) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(p) + ":" + std::to_string(off);
+  }
+  return out;
+}
+
+Offsets parse_offsets(const std::string& text) {
+  Offsets o;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    auto colon = item.find(':');
+    std::int32_t p = -1;
+    std::int64_t off = -1;
+    if (colon == std::string::npos ||
+        std::from_chars(item.data(), item.data() + colon, p).ec != std::errc() ||
+        std::from_chars(item.data() + colon + 1, item.data() + item.size(), off).ec !=
+            std::errc() ||
+        p < 0 || off < 0)
+      throw ConfigError("kafka source: checkpoint '" + text + "' is not PARTITION:OFFSET,...");
+    o[p] = off;
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return o;
+}
+
+struct Config {
+  std::string brokers, topic, group, where;
+  // true (assign=manual): this process takes every partition itself, no group membership; a
+  // restarted process reads on at once instead of waiting for the killed member's session to
+  // time out. For one process per group.
+  bool manual = false;
+  std::vector<std::pair<std::string, std::string>> props;
+  Duration timeout{10'000};
+};
+
+struct KafkaDeleter {
+  void operator()(rd_kafka_t* rk) const noexcept {
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+  }
+};
+
+class KafkaSource final : public Source {
+ public:
+  explicit KafkaSource(Config c) : c_(std::move(c)) {}
+  // Closing the group member runs the revoke callback, which uses the members below: close it
+  // while they still exist.
+  ~KafkaSource() override {
+    rk_.reset();
+    meta_.reset();
+  }
+
+  std::string_view name() const override { return "kafka"; }
+  std::string url() const override { return c_.where; }
+  bool partitioned() const override { return true; }
+
+  std::string merge(const std::string& stored, const std::string& mine) const override {
+    Offsets all = stored.empty() ? Offsets{} : parse_offsets(stored);
+    for (auto& [p, off] : parse_offsets(mine)) all[p] = off;
+    return format_offsets(all);
+  }
+
+  void seek(const std::string& position) override { stored_ = parse_offsets(position); }
+  void set_checkpoint_reader(std::function<std::string()> reader) override {
+    reader_ = std::move(reader);
+  }
+
+  std::vector<Message> read(std::size_t max, Duration wait) override {
+    if (!rk_) rk_ = start(!c_.manual);
+    if (c_.manual && assigned_.empty() && !assign_all()) {
+      std::this_thread::sleep_for(std::min<Duration>(wait, Duration(100)));  // no topic yet
+      return {};
+    }
+    std::vector<Message> out;
+    auto deadline = std::chrono::steady_clock::now() + wait;
+    while (out.size() < max) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      int ms = out.empty() ? static_cast<int>(std::max<std::int64_t>(left.count(), 0)) : 0;
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_.get(), ms);
+      if (!callback_error_.empty()) {
+        std::string e = std::move(callback_error_);
+        callback_error_.clear();
+        if (m) rd_kafka_message_destroy(m);
+        throw ConnectionError("kafka", c_.where + ": " + e);
+      }
+      if (!m) {
+        if (!out.empty() || std::chrono::steady_clock::now() >= deadline) break;
+        continue;
+      }
+      std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> owned(
+          m, rd_kafka_message_destroy);
+      if (m->err) continue;  // partition EOF, unknown topic while it is created: librdkafka retries
+      if (!assigned_.count(m->partition)) continue;  // from before a revoke
+      next_[m->partition] = m->offset + 1;
+      out.push_back(to_message(m));
+    }
+    return out;
+  }
+
+  std::optional<std::int64_t> lag(const std::string& position) override {
+    if (!meta_) meta_ = start(false);
+    Offsets at = parse_offsets(position);
+    rd_kafka_topic_t* t = rd_kafka_topic_new(meta_.get(), c_.topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    auto err = rd_kafka_metadata(meta_.get(), 0, t, &md, static_cast<int>(c_.timeout.count()));
+    rd_kafka_topic_destroy(t);
+    if (err) return std::nullopt;
+    std::int64_t lag = 0;
+    bool ok = md->topic_cnt == 1 && !md->topics[0].err;
+    for (int i = 0; ok && i < md->topics[0].partition_cnt; ++i) {
+      std::int32_t p = md->topics[0].partitions[i].id;
+      std::int64_t low = 0, high = 0;
+      if (rd_kafka_query_watermark_offsets(meta_.get(), c_.topic.c_str(), p, &low, &high,
+                                           static_cast<int>(c_.timeout.count())))
+        ok = false;
+      auto it = at.find(p);
+      lag += high - (it == at.end() ? low : std::max(it->second, low));
+    }
+    rd_kafka_metadata_destroy(md);
+    return ok ? std::optional<std::int64_t>(lag) : std::nullopt;
+  }
+
+ private:
+  Message to_message(const rd_kafka_message_t* m) {
+    Message msg;
+    if (m->key) msg.event.key.assign(static_cast<const char*>(m->key), m->key_len);
+    if (m->payload) msg.event.payload.assign(static_cast<const char*>(m->payload), m->len);
+    rd_kafka_headers_t* hdrs = nullptr;
+    std::string id_text;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* name;
+      const void* value;
+      size_t size;
+      for (size_t i = 0; !rd_kafka_header_get_all(hdrs, i, &name, &value, &size); ++i) {
+        std::string n = name, v = value ? std::string(static_cast<const char*>(value), size) : "";
+        if (n == "outpost-id" || (n == "ce-id" && id_text.empty()))
+          id_text = v;
+        else if (n == "ce-type")
+          msg.event.type = v;
+        else if (n == "ce-time") {
+          if (auto t = parse_rfc3339(v)) msg.event.occurred_at = *t;
+        } else if (n.rfind("ce-", 0) == 0 && n != "ce-specversion" && n != "ce-source" &&
+                   n != "ce-partitionkey" && n != "ce-id")
+          msg.event.headers[n.substr(3)] = v;
+      }
+    }
+    if (auto id = EventId::parse(id_text)) msg.event.id = *id;
+    msg.position = format_offsets(next_);
+    if (msg.event.type.empty() || msg.event.id.is_nil())
+      msg.parse_error = "not an outpost event: partition " + std::to_string(m->partition) +
+                        " offset " + std::to_string(m->offset) + " has no ce-type or event id";
+    msg.raw = to_json(msg.event);
+    return msg;
+  }
+
+  using Handle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
+
+  // assign=manual: every partition of the topic, at the stored offsets. False while the topic
+  // does not exist yet.
+  bool assign_all() {
+    rd_kafka_topic_t* t = rd_kafka_topic_new(rk_.get(), c_.topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    auto err = rd_kafka_metadata(rk_.get(), 0, t, &md, static_cast<int>(c_.timeout.count()));
+    rd_kafka_topic_destroy(t);
+    if (err) return false;
+    bool ok = md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt > 0;
+    rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+    for (int i = 0; ok && i < md->topics[0].partition_cnt; ++i)
+      rd_kafka_topic_partition_list_add(parts, c_.topic.c_str(), md->topics[0].partitions[i].id);
+    rd_kafka_metadata_destroy(md);
+    if (ok) on_rebalance(rk_.get(), RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS, parts, this);
+    rd_kafka_topic_partition_list_destroy(parts);
+    return ok && !assigned_.empty();
+  }
+
+  // Creates a consumer; `subscribe` joins the group (reading); lag() only needs metadata.
+  Handle start(bool subscribe) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    auto set = [&](const std::string& k, const std::string& v) {
+      if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        throw ConfigError("kafka source: property " + k + ": " + err, "kafka");
+      }
+    };
+    set("bootstrap.servers", c_.brokers);
+    set("group.id", c_.group);
+    set("enable.auto.commit", "false");
+    set("enable.auto.offset.store", "false");
+    set("auto.offset.reset", "earliest");
+    set("enable.partition.eof", "false");
+    for (auto& [k, v] : c_.props) set(k, v);
+    rd_kafka_conf_set_opaque(conf, this);
+    rd_kafka_conf_set_rebalance_cb(conf, &KafkaSource::on_rebalance);
+    rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (!rk) {
+      rd_kafka_conf_destroy(conf);
+      throw ConfigError(std::string("kafka source: ") + err, "kafka");
+    }
+    Handle handle(rk);
+    if (!subscribe) return handle;
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, c_.topic.c_str(), RD_KAFKA_PARTITION_UA);
+    auto e = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (e) throw ConnectionError("kafka", c_.where + ": subscribe: " + rd_kafka_err2str(e));
+    return handle;
+  }
+
+  // Assignment: seek each assigned partition to the group's committed offset (read from the
+  // checkpoint table now, since another process may have moved it), or the beginning.
+  // No exception crosses this C callback.
+  static void on_rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                           rd_kafka_topic_partition_list_t* parts, void* opaque) {
+    auto* self = static_cast<KafkaSource*>(opaque);
+    try {
+      if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        Offsets stored = self->reader_ ? parse_offsets(self->reader_()) : self->stored_;
+        for (int i = 0; i < parts->cnt; ++i) {
+          auto& tp = parts->elems[i];
+          auto it = stored.find(tp.partition);
+          tp.offset = it == stored.end() ? RD_KAFKA_OFFSET_BEGINNING : it->second;
+          self->assigned_.insert(tp.partition);
+          if (it != stored.end()) self->next_[tp.partition] = it->second;
+        }
+        rd_kafka_assign(rk, parts);
+      } else {
+        for (int i = 0; i < parts->cnt; ++i) {
+          self->assigned_.erase(parts->elems[i].partition);
+          self->next_.erase(parts->elems[i].partition);
+        }
+        rd_kafka_assign(rk, nullptr);
+      }
+    } catch (const std::exception& e) {
+      self->callback_error_ = std::string("rebalance: ") + e.what();
+      rd_kafka_assign(rk, nullptr);
+    }
+  }
+
+  Config c_;
+  Handle rk_;       // the group member that reads
+  Handle meta_;     // metadata and watermarks for lag()
+  Offsets stored_;  // the checkpoint at seek()
+  Offsets next_;    // next offset per partition read or assigned here
+  std::set<std::int32_t> assigned_;
+  std::function<std::string()> reader_;
+  std::string callback_error_;  // set by on_rebalance, thrown by read()
+};
+
+}  // namespace
+
+std::unique_ptr<Source> open_kafka_source(const core::Url& url) {
+  Config c;
+  c.where = url.redacted();
+  auto bad = [&](const std::string& what) {
+    return ConfigError("kafka source URL " + c.where + ": " + what, "kafka");
+  };
+  if (url.hosts().empty()) throw bad("at least one host:port expected");
+  c.brokers = url.host_list(9092);
+  c.topic = url.path();
+  if (c.topic.empty()) throw bad("topic (the URL path) missing");
+  if (c.topic.find('{') != std::string::npos)
+    throw bad("a consumer reads one topic: '{type}' templates are for the sink");
+  auto group = url.param("group");
+  if (!group || group->empty()) throw bad("parameter 'group' (the Kafka consumer group) missing");
+  c.group = *group;
+  c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(10'000)};
+  if (auto a = url.param("assign")) {
+    if (*a != "group" && *a != "manual") throw bad("parameter 'assign' must be group or manual");
+    c.manual = *a == "manual";
+  }
+  for (auto& [k, v] : url.query())
+    if (k.find('.') != std::string::npos) {
+      url.param(k);
+      c.props.emplace_back(k, v);
+    }
+  url.reject_unknown();
+  return std::make_unique<KafkaSource>(std::move(c));
+}
+
+}  // namespace outpost::consume
