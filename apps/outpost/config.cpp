@@ -322,6 +322,15 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
              "'" + config.http.listen + "' must be HOST:PORT, e.g. 127.0.0.1:9100");
     }
   }
+  if (const Value* log = top.find("log")) {
+    if (!log->is_table()) fail(at(file, *log), "'log' must be a table: [log]");
+    TableReader r(file, *log, "[log]: ", env);
+    r.string("format", config.log_format);
+    r.reject_unknown(nullptr);
+    if (config.log_format != "text" && config.log_format != "json")
+      fail(r.where(log->as_table().at("format"), "format"),
+           "must be \"text\" or \"json\", got '" + config.log_format + "'");
+  }
   if (const Value* relays = top.find("relay")) {
     if (!relays->is_array())
       fail(at(file, *relays), "'relay' must be an array of tables: [[relay]]");
@@ -338,7 +347,7 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
   }
   top.reject_unknown([](const std::string& key) -> std::string {
     if (key == "consume") return "[[consume]] pipelines are not supported by outpost run yet";
-    return "the top level has [http] and [[relay]]";
+    return "the top level has [log], [http] and [[relay]]";
   });
   if (config.relays.empty()) fail(file + ": ", "no [[relay]] pipeline defined");
   return config;

@@ -5,6 +5,8 @@
 // defaults and limits. String values expand ${NAME} (the environment variable NAME; unset is an
 // error), ${NAME:-text} (text when NAME is unset or empty) and $$ (a literal $).
 //
+//   [log]
+//   format = "json"                    # or "text" (default)
 //   [http]
 //   listen = "127.0.0.1:9100"          # /metrics, /healthz, /readyz; none: no HTTP server
 //   admin_token = "${OUTPOST_ADMIN_TOKEN}"
@@ -54,6 +56,7 @@ struct HttpConfig {
 
 struct DaemonConfig {
   std::string file;
+  std::string log_format = "text";  // [log] format: "text" or "json" (--log-format overrides)
   HttpConfig http;
   std::vector<PipelineConfig> relays;
 };

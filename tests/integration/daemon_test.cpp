@@ -233,6 +233,32 @@ TEST_F(DaemonTest, CheckRefusesAFileThatIsNotUtf8NamingTheLine) {
   EXPECT_EQ(r.err.find("UTF-8"), std::string::npos) << "valid UTF-8 passes the check: " << r.err;
 }
 
+// --log-format json: every line on stderr is one JSON object with ts, level and msg; a pipeline
+// with until_empty ends by itself and the daemon with it. Payloads are never logged.
+TEST_F(DaemonTest, JsonLogsAreOneObjectPerLineAndUntilEmptyPipelinesEnd) {
+  auto db = dir_ / "j.db";
+  auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--payload",
+                    "{\"card\":\"4111-secret-payload\"}"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto file = dir_ / "j.toml";
+  write_file(file,
+             "[[relay]]\nname = \"once\"\nstore = \"sqlite:" + db +
+                 "\"\nsink = \"http://127.0.0.1:1/x\"\nmax_attempts = 1\nuntil_empty = true\n");
+  r = run_cli({"run", "--config", file, "--log-format", "json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto lines = lines_of(r.err);
+  ASSERT_GE(lines.size(), 3u) << r.err;
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.front(), '{') << line;
+    EXPECT_EQ(line.back(), '}') << line;
+    EXPECT_NE(line.find("\"level\":"), std::string::npos) << line;
+    EXPECT_NE(line.find("\"msg\":"), std::string::npos) << line;
+  }
+  EXPECT_NE(r.err.find("\"pipeline\":\"once\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dead-lettered"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("4111-secret-payload"), std::string::npos) << r.err;
+}
+
 // Every `outpost relay` flag is a [[relay]] key under its name with '_' (only --metrics is
 // replaced by [http] listen).
 TEST_F(DaemonTest, EveryRelayFlagIsAConfigKey) {
