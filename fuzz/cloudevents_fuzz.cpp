@@ -1,7 +1,7 @@
-// Fuzzes the CloudEvents binary-mode header mapping (core/cloudevents.h) and the allocation-free
-// copy the broker sinks use (for_each_cloudevents_header in core/sink_batch.h). Properties: the
-// two produce the same headers in the same order; required attributes are never overwritten by
-// a user header; every user header name maps to ce-[a-z0-9]+.
+// Fuzzes the CloudEvents binary-mode header mapping (core/cloudevents.h): cloudevents_headers and
+// the allocation-free for_each_cloudevents_header the sinks use. Properties: both give the same
+// headers in the same order; required attributes are never overwritten by a user header; names
+// are ce-[a-z0-9]+ or content-type; ce-time reads back to occurred_at exactly.
 
 #include <cstdint>
 #include <string>
@@ -23,8 +23,9 @@ outpost::Event event_from(std::string_view s) {
     std::uint64_t bits = 0;
     for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<unsigned char>(s[i]);
     auto us = static_cast<std::int64_t>(bits);
-    // Keep within +-10000 years: format_rfc3339 works in date ranges, not overflowing int64 us.
-    us %= 315'569'520'000'000'000LL;
+    // Years 0001-9999, the range RFC 3339 can write.
+    constexpr std::int64_t kMin = -62'135'596'800'000'000LL, kMax = 253'402'300'799'999'999LL;
+    us = kMin + static_cast<std::int64_t>(bits % static_cast<std::uint64_t>(kMax - kMin + 1));
     e.occurred_at = outpost::TimePoint(std::chrono::microseconds(us));
     s.remove_prefix(8);
   }
@@ -61,14 +62,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::size_t required = 0;
   for (const auto& [k, v] : expected) {
+    if (k == outpost::core::kCloudEventsContentType) {
+      FUZZ_CHECK(v == e.content_type());
+      ++required;
+      continue;
+    }
     FUZZ_CHECK(k.size() > 3 && k.compare(0, 3, "ce-") == 0);
     for (char c : k.substr(3)) FUZZ_CHECK((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'));
     if (k == "ce-id") FUZZ_CHECK(v == e.id.str());
     if (k == "ce-type") FUZZ_CHECK(v == e.type);
+    if (k == "ce-time") {  // the time reads back exactly (microseconds)
+      auto t = outpost::parse_rfc3339(v);
+      FUZZ_CHECK(t && *t == e.occurred_at);
+    }
     if (k == "ce-id" || k == "ce-type" || k == "ce-source" || k == "ce-time" ||
         k == "ce-specversion" || k == "ce-partitionkey")
       ++required;
   }
-  FUZZ_CHECK(required == (e.key.empty() ? 5u : 6u));
+  FUZZ_CHECK(required == (e.key.empty() ? 6u : 7u));  // with content-type
   return 0;
 }
