@@ -135,6 +135,15 @@ bool is_json_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+// The JSON encoding is one event per line. In valid JSON a line break can only be whitespace
+// between tokens (inside strings it is escaped), so turning it into a space changes no value.
+// Applied where a JSON value payload is read (emit -) and where it is written, so what is stored
+// is what every listing prints and a printed line re-emitted gives back the same line.
+void line_breaks_to_spaces(std::string& s, std::size_t from = 0) {
+  for (std::size_t i = from; i < s.size(); ++i)
+    if (s[i] == '\n' || s[i] == '\r') s[i] = ' ';
+}
+
 void append_event(std::string& out, const Event& e, const int* attempts, const DeadEvent* dead) {
   const PayloadForm form = payload_form(e);
   // A JSON string value with no content_type would read back as text: say it is JSON.
@@ -188,9 +197,7 @@ void append_event(std::string& out, const Event& e, const int* attempts, const D
       out += ",\"payload\":";
       std::size_t at = out.size();
       out += e.payload;
-      // Valid JSON has line breaks only as whitespace: keep the event on one line.
-      for (std::size_t i = at; i < out.size(); ++i)
-        if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';
+      line_breaks_to_spaces(out, at);  // a payload appended through the library may have them
       break;
     }
     case PayloadForm::string:
@@ -348,6 +355,7 @@ Event event_from_json(std::string_view line) {
                       e.headers.at(std::string(header::kContentType)) +
                       "' (give a string, or payload_base64)");
   e.payload = std::string(raw_member(line, "payload"));  // the value exactly as written
+  line_breaks_to_spaces(e.payload);  // only a lone CR can be in a line: whitespace, kept as ' '
   return e;
 }
 
