@@ -53,7 +53,6 @@ const bool registered = outpost::testing::register_store_case({
           outpost::testing::StoreFixture f;
           f.store = outpost::open_postgres_store(url, options);
           f.url = url;
-          f.held_back_rows_fill_small_claims = true;  // docs/postgres.md, "Known limit"
           f.open_again = [url, options] {
             return std::shared_ptr<outpost::Store>(outpost::open_postgres_store(url, options));
           };

@@ -490,7 +490,7 @@ void check_held_back_layout(std::mt19937& rng, StoreFixture& f, Store& dead_rela
   // while a free row is left.
   std::vector<StoredEvent> claimed;
   while (claimed.size() < free_rows) {
-    const std::size_t max = f.held_back_rows_fill_small_claims ? 1000 : 1 + rng() % 3;
+    const std::size_t max = 1 + rng() % 3;
     ClaimedBatch b = f.store->claim(max, 30s);
     ASSERT_FALSE(b.empty()) << what << "(small claims: empty with " << free_rows - claimed.size()
                             << " free rows left)";

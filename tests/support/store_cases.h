@@ -35,10 +35,6 @@ struct StoreFixture {
   // claim() takes a writer lease for the whole outbox (Redis, writer_lease=true): a Store object
   // that dies holding it stops every claim until the writer lease expires.
   bool single_writer = false;
-  // Known limit (docs/postgres.md, issue 10): the ordered claim locks the first `max` claimable
-  // rows and drops held-back ones after locking, so the rows queued behind a held-back head can
-  // fill a small claim and leave it empty while another key's rows wait further on.
-  bool held_back_rows_fill_small_claims = false;
   // Store URL usable with the CLI (empty for stores that cannot be reopened by URL).
   std::string url;
   // Removes what make() created (files, tables, keys). Called by the fixture's TearDown.

@@ -8,7 +8,7 @@
 // (its lowest live seq) is locked by this very statement (FOR UPDATE SKIP LOCKED). A relay that
 // skips a row locked by another relay's claim in progress therefore drops that key entirely, and
 // a candidate whose key has an earlier non-claimable event (leased, waiting to retry) is excluded
-// by an index probe. See docs/postgres.md for the reasoning and measurements.
+// before it is locked, by an index probe. See docs/postgres.md for the reasoning and measurements.
 //
 // Around this file: config.h (the URL), sql.h (the statements' text), session.h (the relay's
 // connection and its pipelines), listener.h (LISTEN/NOTIFY wake-ups), schema.h (DDL, migration,

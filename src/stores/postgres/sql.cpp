@@ -9,9 +9,12 @@ Sql::Sql(const Names& n) {
            "$1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], "
            "$6::jsonb[]) WHERE NOT EXISTS (SELECT 1 FROM " +
            n.dead + " WHERE id = ANY($1::uuid[]))";
-  const std::string claimable =
-      "(t.state = 0 OR (t.state = 1 AND t.lease_until <= now()) OR "
-      "(t.state = 2 AND t.due_at <= now()))";
+  // Whether the row under alias `a` can be claimed now: ready, lease expired, or retry due.
+  auto claimable_row = [](const std::string& a) {
+    return "(" + a + ".state = 0 OR (" + a + ".state = 1 AND " + a + ".lease_until <= now()) OR (" +
+           a + ".state = 2 AND " + a + ".due_at <= now()))";
+  };
+  const std::string claimable = claimable_row("t");
   const std::string lease_set =
       "UPDATE " + t +
       " u SET state = 1, lease_owner = $1, lease_until = now() + $2::bigint * interval '1 "
@@ -19,21 +22,28 @@ Sql::Sql(const Names& n) {
       "u.seq, u.id, u.type, u.key, u.payload, u.occurred_at, u.headers, u.attempts";
   claim_any = "WITH pick AS (SELECT t.seq FROM " + t + " t WHERE " + claimable +
               " ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED) " + lease_set;
-  // Candidates are taken exactly as in the unordered claim (an index scan of seq that stops
-  // after $3 locked rows); what makes it ordered is the check after locking. A filter that
-  // probes each candidate's key in the WHERE clause was tried: the planner then estimated the
-  // filter as very selective and chose a sequential scan and sort of the whole table (1.7 s
-  // per claim on a 25k-row backlog under load).
+  // Candidates in sequence order, locked, with each candidate's key head (its lowest live seq)
+  // found by one probe of the (key, seq) index: a row whose key's head is not claimable (leased
+  // elsewhere, or waiting to retry) is held back and filtered out before it is locked, so a long
+  // held-back run cannot fill the LIMIT and starve the keys behind it. The scan stays an index
+  // scan of seq that stops after {max} locked rows: the planner estimates the head test as a
+  // plain boolean (half the rows), not as a selective comparison, so the LIMIT stays cheap. (A
+  // filter comparing a subquery's min(seq) with the row's seq was estimated as very selective:
+  // the planner chose a sequential scan and sort of the whole table, 1.7 s per claim on a
+  // 25k-row backlog under load.)
   claim_ordered =
-      // Candidates in sequence order, locked; rows locked by a concurrent claim are skipped.
-      "WITH cand AS (SELECT t.seq, t.key FROM " + t + " t WHERE " + claimable +
-      " ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED), "
-      "runs AS (SELECT key, min(seq) AS lo, max(seq) AS hi, count(*) AS n FROM cand "
-      "WHERE key <> '' GROUP BY key), "
-      // A key counts only if we locked its head; its run only if no row of the key between
-      // our first and last was skipped.
-      "ok AS (SELECT r.key, r.lo, (SELECT min(x.seq) FROM " +
-      t + " x WHERE x.key = r.key) = r.lo AS head, (r.n = 1 OR (SELECT count(*) FROM " + t +
+      "WITH cand AS (SELECT t.seq, t.key, h.seq AS head FROM " + t +
+      " t LEFT JOIN LATERAL (SELECT x.seq, " + claimable_row("x") + " AS free FROM " + t +
+      " x WHERE x.key = t.key AND t.key <> '' ORDER BY x.seq LIMIT 1) h ON true WHERE " +
+      claimable +
+      " AND (t.key = '' OR h.free) ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED), "
+      "runs AS (SELECT key, min(seq) AS lo, max(seq) AS hi, count(*) AS n, min(head) AS head FROM "
+      "cand WHERE key <> '' GROUP BY key), "
+      // A key counts only if we locked its head (a head locked by a claim still in progress
+      // looked free but was skipped); its run only if no row of the key between our first and
+      // last was skipped.
+      "ok AS (SELECT r.key, r.lo, r.head = r.lo AS head, (r.n = 1 OR (SELECT count(*) FROM " +
+      t +
       " x WHERE x.key = r.key AND x.seq BETWEEN r.lo AND r.hi) = r.n) AS whole FROM runs r), "
       "pick AS (SELECT c.seq FROM cand c LEFT JOIN ok o ON o.key = c.key WHERE c.key = '' OR "
       "(o.head AND (o.whole OR c.seq = o.lo))) " +
