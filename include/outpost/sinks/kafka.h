@@ -23,8 +23,9 @@
 //
 // Outcome: an event is `delivered` only when its delivery report arrived without error, i.e. all
 // in-sync replicas have it (acks=all). deliver() produces the whole batch asynchronously, then
-// waits for the reports (at most `timeout_ms`, default SinkOptions::timeout; librdkafka's
-// `message.timeout.ms` defaults to the same value so every message gets a definite report).
+// waits for the reports: librdkafka's `message.timeout.ms` defaults to `timeout_ms` (default
+// SinkOptions::timeout), so every message gets a definite report within it; deliver() waits at
+// most `timeout_ms` + 1 s (the second is slack for that report) and fails what is still out.
 // A failed report fails the event with librdkafka's error text. Once an event of a key failed,
 // later events of that key in the same batch are reported `skipped`, although they were already
 // handed to librdkafka and may reach the topic: Kafka keeps per-partition order, so a consumer
