@@ -12,6 +12,9 @@
 
 #include "outpost/error.h"
 #include "outpost/factory.h"
+#ifdef OUTPOST_HAVE_CONSUME
+#include "outpost/consumer.h"
+#endif
 
 namespace outpost::cli {
 namespace {
@@ -182,18 +185,36 @@ void check_scheme(const std::string& where, const std::string& url, const char* 
            " in the " + what + " URL; this build supports " + list);
 }
 
+// The required, valid `name` of a [[kind]] table (messages before it is known say "#N").
+std::string read_name(const std::string& file, const Value& table, const std::string& kind,
+                      std::size_t index, const EnvLookup& env) {
+  std::string name;
+  std::string context = "[[" + kind + "]] #" + std::to_string(index + 1) + ": ";
+  TableReader probe(file, table, context, env);
+  probe.string("name", name, true);
+  if (!valid_name(name))
+    fail(at(file, table) + context,
+         "key 'name': '" + name + "' must be 1-64 characters of A-Z a-z 0-9 _ - .");
+  return name;
+}
+
+// Hints for an unknown key of a pipeline table.
+std::string pipeline_key_hint(const std::string& key) {
+  if (key == "metrics") return "the daemon has one HTTP server for every pipeline: [http] listen";
+  if (key == "log_format") return "the daemon's log format is [log] format";
+  if (key.find('-') != std::string::npos) {
+    std::string underscored = key;
+    std::replace(underscored.begin(), underscored.end(), '-', '_');
+    return "write it with '_': " + underscored;
+  }
+  return "";
+}
+
 PipelineConfig read_relay(const std::string& file, const Value& table, std::size_t index,
                           const EnvLookup& env) {
   PipelineConfig p;
   p.line = static_cast<int>(table.location().line());
-  std::string context = "[[relay]] #" + std::to_string(index + 1) + ": ";
-  {
-    TableReader probe(file, table, context, env);
-    probe.string("name", p.name, true);
-  }
-  if (!valid_name(p.name))
-    fail(at(file, table) + context,
-         "key 'name': '" + p.name + "' must be 1-64 characters of A-Z a-z 0-9 _ - .");
+  p.name = read_name(file, table, "relay", index, env);
   TableReader r(file, table, "[[relay]] '" + p.name + "': ", env);
   r.find("name");
   // The same limits as the flags of `outpost relay` (relay.cpp).
@@ -210,15 +231,7 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   r.boolean("unordered", p.unordered);
   r.boolean("until_empty", p.until_empty);
   r.boolean("quiet", p.quiet);
-  r.reject_unknown([](const std::string& key) -> std::string {
-    if (key == "metrics") return "the daemon has one HTTP server for every pipeline: [http] listen";
-    if (key.find('-') != std::string::npos) {
-      std::string underscored = key;
-      std::replace(underscored.begin(), underscored.end(), '-', '_');
-      return "write it with '_': " + underscored;
-    }
-    return "";
-  });
+  r.reject_unknown(pipeline_key_hint);
   if (p.backoff_max_ms < p.backoff_base_ms)
     fail(at(file, table) + "[[relay]] '" + p.name + "': ",
          "key 'backoff_max_ms' (" + std::to_string(p.backoff_max_ms) +
@@ -230,7 +243,58 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   return p;
 }
 
+#ifdef OUTPOST_HAVE_CONSUME
+ConsumeConfig read_consume(const std::string& file, const Value& table, std::size_t index,
+                           const EnvLookup& env) {
+  ConsumeConfig c;
+  c.line = static_cast<int>(table.location().line());
+  c.name = read_name(file, table, "consume", index, env);
+  std::string context = "[[consume]] '" + c.name + "': ";
+  TableReader r(file, table, context, env);
+  r.find("name");
+  // The same limits as the flags of `outpost consume` (consume.cpp).
+  ConsumeArgs& a = c.args;
+  r.string("from", a.from, true);
+  r.string("group", a.group, true);
+  r.string("checkpoint", a.checkpoint, true);
+  r.string("sink", a.sink, true);
+  r.integer("batch", a.batch, 1, 100'000);
+  r.integer("max_attempts", a.max_attempts, 1, 1'000'000);
+  r.integer("backoff_base_ms", a.backoff_base_ms, 0, 86'400'000);
+  r.integer("backoff_max_ms", a.backoff_max_ms, 0, 86'400'000);
+  r.integer("until_idle", a.until_idle_ms, 0, 86'400'000);
+  r.boolean("unordered", a.unordered);
+  r.boolean("quiet", a.quiet);
+  r.reject_unknown(pipeline_key_hint);
+  const auto& t = table.as_table();
+  if (a.group.empty() || a.group.size() > 200)
+    fail(r.where(t.at("group"), "group"), "must be 1-200 bytes");
+  if (a.backoff_max_ms < a.backoff_base_ms)
+    fail(at(file, table) + context, "key 'backoff_max_ms' (" + std::to_string(a.backoff_max_ms) +
+                                        ") must be >= backoff_base_ms (" +
+                                        std::to_string(a.backoff_base_ms) + ")");
+  check_scheme(r.where(t.at("from"), "from"), a.from, "log (from)", source_schemes());
+  check_scheme(r.where(t.at("sink"), "sink"), a.sink, "sink", sink_schemes());
+  try {
+    validate_checkpoint_store_url(a.checkpoint);  // the URL only: nothing is opened
+  } catch (const ConfigError& e) {
+    fail(r.where(t.at("checkpoint"), "checkpoint"), e.what());
+  }
+  return c;
+}
+#endif
+
 }  // namespace
+
+std::vector<AnyPipelineConfig> DaemonConfig::pipelines() const {
+  std::vector<AnyPipelineConfig> out(relays.begin(), relays.end());
+  out.insert(out.end(), consumers.begin(), consumers.end());
+  return out;
+}
+
+const std::string& pipeline_name(const AnyPipelineConfig& p) {
+  return std::visit([](const auto& c) -> const std::string& { return c.name; }, p);
+}
 
 bool PipelineConfig::operator==(const PipelineConfig& o) const {
   return name == o.name && store == o.store && sink == o.sink && batch == o.batch &&
@@ -331,25 +395,51 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
       fail(r.where(log->as_table().at("format"), "format"),
            "must be \"text\" or \"json\", got '" + config.log_format + "'");
   }
+  // Pipeline names are unique across both kinds: they label metrics and log lines.
+  std::set<std::string> names;
+  auto unique_name = [&](const Value& table, const std::string& kind, const std::string& name) {
+    if (!names.insert(name).second)
+      fail(at(file, table) + "[[" + kind + "]] '" + name + "': ",
+           "key 'name': a pipeline of this name is already defined");
+  };
   if (const Value* relays = top.find("relay")) {
     if (!relays->is_array())
       fail(at(file, *relays), "'relay' must be an array of tables: [[relay]]");
-    std::set<std::string> names;
     const auto& array = relays->as_array();
     for (std::size_t i = 0; i < array.size(); ++i) {
       if (!array[i].is_table()) fail(at(file, array[i]), "each relay must be a table: [[relay]]");
       PipelineConfig p = read_relay(file, array[i], i, env);
-      if (!names.insert(p.name).second)
-        fail(at(file, array[i]) + "[[relay]] '" + p.name + "': ",
-             "key 'name': a pipeline of this name is already defined");
+      unique_name(array[i], "relay", p.name);
       config.relays.push_back(std::move(p));
     }
   }
-  top.reject_unknown([](const std::string& key) -> std::string {
-    if (key == "consume") return "[[consume]] pipelines are not supported by outpost run yet";
-    return "the top level has [log], [http] and [[relay]]";
+  if (const Value* consumers = top.find("consume")) {
+#ifdef OUTPOST_HAVE_CONSUME
+    if (!consumers->is_array())
+      fail(at(file, *consumers), "'consume' must be an array of tables: [[consume]]");
+    std::set<std::pair<std::string, std::string>> groups;  // (checkpoint, group)
+    const auto& array = consumers->as_array();
+    for (std::size_t i = 0; i < array.size(); ++i) {
+      if (!array[i].is_table())
+        fail(at(file, array[i]), "each consume pipeline must be a table: [[consume]]");
+      ConsumeConfig c = read_consume(file, array[i], i, env);
+      unique_name(array[i], "consume", c.name);
+      // Two consumers of one group would each deliver what the other also delivers.
+      if (!groups.emplace(c.args.checkpoint, c.args.group).second)
+        fail(at(file, array[i].as_table().at("group")) + "[[consume]] '" + c.name + "': ",
+             "key 'group': group '" + c.args.group +
+                 "' of this checkpoint store is already consumed by another pipeline");
+      config.consumers.push_back(std::move(c));
+    }
+#else
+    fail(at(file, *consumers), "[[consume]] needs outpost_consume, which this build does not have");
+#endif
+  }
+  top.reject_unknown([](const std::string&) -> std::string {
+    return "the top level has [log], [http], [[relay]] and [[consume]]";
   });
-  if (config.relays.empty()) fail(file + ": ", "no [[relay]] pipeline defined");
+  if (config.relays.empty() && config.consumers.empty())
+    fail(file + ": ", "no [[relay]] or [[consume]] pipeline defined");
   return config;
 }
 

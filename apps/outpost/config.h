@@ -1,7 +1,8 @@
 #pragma once
 // The daemon's configuration file (`outpost run --config FILE`, `outpost check --config FILE`):
-// TOML with an [http] table and any number of [[relay]] tables. Every `outpost relay` flag is a
-// key of [[relay]] under its name with `_` for `-` (--lease-ms -> lease_ms), with the same
+// TOML with an [http] table and any number of [[relay]] and [[consume]] tables. Every `outpost
+// relay` flag is a key of [[relay]] under its name with `_` for `-` (--lease-ms -> lease_ms),
+// every `outpost consume` flag a key of [[consume]] (--until-idle -> until_idle), with the same
 // defaults and limits. String values expand ${NAME} (the environment variable NAME; unset is an
 // error), ${NAME:-text} (text when NAME is unset or empty) and $$ (a literal $).
 //
@@ -15,6 +16,12 @@
 //   store = "sqlite:/var/lib/outpost/app.db"
 //   sink = "file:/var/lib/outpost/orders.jsonl"
 //   batch = 500
+//   [[consume]]
+//   name = "orders-webhook"            # required, unique among all pipelines
+//   from = "file:/var/lib/outpost/orders.jsonl"
+//   group = "webhook"
+//   checkpoint = "sqlite:/var/lib/outpost/consumers.db"
+//   sink = "http://127.0.0.1:8080/events"
 //
 // Every error is a ConfigError naming the file, the line and the key, e.g.
 //   outpost.toml:12: [[relay]] 'orders': key 'batch': must be 1-100000, got 0
@@ -24,6 +31,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace outpost::cli {
@@ -49,6 +57,35 @@ struct PipelineConfig {
   bool operator==(const PipelineConfig& other) const;  // every field but `line`
 };
 
+// The flags of `outpost consume` (consume.cpp), same defaults; without outpost_consume in the
+// build a [[consume]] table is refused.
+struct ConsumeArgs {
+  std::string from, group, checkpoint, sink;
+  std::size_t batch = 100;
+  int max_attempts = 5;
+  std::int64_t backoff_base_ms = 100;
+  std::int64_t backoff_max_ms = 60'000;
+  std::int64_t until_idle_ms = 0;
+  bool unordered = false;
+  bool quiet = false;
+
+  bool operator==(const ConsumeArgs&) const = default;
+};
+
+// One [[consume]] pipeline: the flags of `outpost consume` under their names with '_'.
+struct ConsumeConfig {
+  std::string name;
+  ConsumeArgs args;
+  int line = 0;  // where the [[consume]] table starts, for messages
+
+  bool operator==(const ConsumeConfig& other) const {  // every field but `line`
+    return name == other.name && args == other.args;
+  }
+};
+
+// A pipeline of either kind, as the daemon starts, compares (on reload) and stops them.
+using AnyPipelineConfig = std::variant<PipelineConfig, ConsumeConfig>;
+
 struct HttpConfig {
   std::string listen;       // HOST:PORT; empty: no HTTP server
   std::string admin_token;  // empty: read-only endpoints
@@ -59,7 +96,12 @@ struct DaemonConfig {
   std::string log_format = "text";  // [log] format: "text" or "json" (--log-format overrides)
   HttpConfig http;
   std::vector<PipelineConfig> relays;
+  std::vector<ConsumeConfig> consumers;
+
+  // Every pipeline, relays first, in file order within each kind.
+  std::vector<AnyPipelineConfig> pipelines() const;
 };
+const std::string& pipeline_name(const AnyPipelineConfig& p);
 
 // Looks up an environment variable; nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;

@@ -15,23 +15,13 @@
 #include <string>
 
 #include "cli.h"
+#include "consume.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 
 namespace outpost::cli {
 namespace {
-
-struct ConsumeArgs {
-  std::string from, group, checkpoint, sink;
-  std::size_t batch = 100;
-  int max_attempts = 5;
-  std::int64_t backoff_base_ms = 100;
-  std::int64_t backoff_max_ms = 60'000;
-  std::int64_t until_idle_ms = 0;
-  bool unordered = false;
-  bool quiet = false;
-};
 
 // Failed deliveries can come by the thousand (a sink down): the first ones, then one in 1000.
 class ErrorLog {
@@ -52,18 +42,72 @@ class ErrorLog {
   std::mutex mu_;
 };
 
+// The source as the daemon measures it: every read marks the loop alive (/readyz loop_alive),
+// also when the log has nothing new.
+class TouchingSource final : public Source {
+ public:
+  TouchingSource(Source& inner, PipelineMetrics& metrics) : inner_(inner), m_(metrics) {}
+  std::string_view name() const override { return inner_.name(); }
+  std::string url() const override { return inner_.url(); }
+  void seek(const std::string& position) override { inner_.seek(position); }
+  std::vector<Message> read(std::size_t max, Duration wait) override {
+    m_.touch();
+    auto out = inner_.read(max, wait);
+    m_.touch();
+    return out;
+  }
+  std::optional<std::int64_t> lag(const std::string& position) override {
+    return inner_.lag(position);
+  }
+  void committed(const std::string& group, const std::string& position) override {
+    inner_.committed(group, position);
+  }
+  void retire(const std::string& group) override { inner_.retire(group); }
+  bool partitioned() const override { return inner_.partitioned(); }
+  std::string merge(const std::string& stored, const std::string& mine) const override {
+    return inner_.merge(stored, mine);
+  }
+  void set_checkpoint_reader(std::function<std::string()> reader) override {
+    inner_.set_checkpoint_reader(std::move(reader));
+  }
+
+ private:
+  Source& inner_;
+  PipelineMetrics& m_;
+};
+
 int run_consume(const ConsumeArgs& a) {
+  auto errors = std::make_shared<ErrorLog>(a.quiet);
+  ConsumeBridge bridge(a, [errors](const std::string& m) { (*errors)(m); });
+  StopSignalWatcher watcher([&bridge](int, int) { bridge.stop(); });
+  bridge.run();
+  std::cerr << "outpost consume: " << consume_summary(bridge.counters())
+            << (watcher.received() ? " after signal" : "") << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+ConsumeBridge::ConsumeBridge(const ConsumeArgs& a, std::function<void(const std::string&)> on_error,
+                             PipelineMetrics* metrics)
+    : args_(a) {
   if (a.backoff_max_ms < a.backoff_base_ms)
     throw ConfigError("--backoff-max-ms (" + std::to_string(a.backoff_max_ms) +
                       ") must be >= --backoff-base-ms (" + std::to_string(a.backoff_base_ms) + ")");
   if (a.group.empty()) throw ConfigError("--group must not be empty");
   // Every URL is checked before anything is opened or written.
   validate_checkpoint_store_url(a.checkpoint);
-  auto source = open_source(a.from);  // validates; opens nothing until the first read
+  source_ = open_source(a.from);  // validates; opens nothing until the first read
   SinkOptions sink_options;
   sink_options.backoff_max = Duration(a.backoff_max_ms);
-  auto sink = open_sink(a.sink, sink_options);
-  auto store = open_checkpoint_store(a.checkpoint);
+  sink_ = open_sink(a.sink, sink_options);
+  store_ = open_checkpoint_store(a.checkpoint);
+  Source* source = source_.get();
+  if (metrics) {
+    timed_sink_ = instrument_sink(*sink_, *metrics);
+    touching_source_ = std::make_unique<TouchingSource>(*source_, *metrics);
+    source = touching_source_.get();
+  }
 
   ConsumerOptions o;
   o.group = a.group;
@@ -73,10 +117,14 @@ int run_consume(const ConsumeArgs& a) {
   o.backoff_max = Duration(a.backoff_max_ms);
   o.ordered = !a.unordered;
   o.until_idle = Duration(a.until_idle_ms);
-  auto errors = std::make_shared<ErrorLog>(a.quiet);
-  o.on_error = [errors](const std::string& m) { (*errors)(m); };
-  Consumer consumer(*source, *store, o);
+  o.on_error = std::move(on_error);
+  consumer_ = std::make_unique<Consumer>(*source, *store_, o);
+}
 
+ConsumeBridge::~ConsumeBridge() = default;
+
+void ConsumeBridge::run() {
+  Sink& sink = timed_sink_ ? *timed_sink_ : *sink_;
   std::vector<StoredEvent> events;  // reused across batches
   std::int64_t seq = 0;
   ConsumerHandler deliver = [&](ConsumerBatch& batch) {
@@ -87,24 +135,65 @@ int run_consume(const ConsumeArgs& a) {
       events.back().seq = ++seq;
       events.back().attempts = batch.attempt();
     }
-    auto results = sink->deliver(events);
+    auto results = sink.deliver(events);
     for (std::size_t i = 0; i < results.size() && i < batch.size(); ++i)
       if (!results[i].ok())
         batch.fail(i, results[i].error.empty() ? "not delivered" : results[i].error);
   };
-
-  StopSignalWatcher watcher([&consumer](int, int) { consumer.stop(); });
-  consumer.run(deliver);
-  sink->close();
-  auto c = consumer.counters();
-  std::cerr << "outpost consume: read " << c.read << ", delivered " << c.handled << ", duplicates "
-            << c.duplicates << ", failed attempts " << c.failures << ", parked " << c.parked
-            << ", retried " << c.retried << " (batches " << c.batches << ", errors " << c.errors
-            << ")" << (watcher.received() ? " after signal" : "") << std::endl;
-  return kExitOk;
+  try {
+    consumer_->run(deliver);
+  } catch (...) {
+    sink.close();
+    throw;
+  }
+  sink.close();
 }
 
-}  // namespace
+void ConsumeBridge::stop() {
+  consumer_->stop();
+}
+
+ConsumerCounters ConsumeBridge::counters() const {
+  return consumer_->counters();
+}
+
+std::string_view ConsumeBridge::sink_name() const {
+  return sink_->name();
+}
+
+ConsumerStatus ConsumeBridge::status() const {
+  ConsumerStatus s;
+  s.counters = consumer_->counters();
+  s.source = std::string(source_->name());
+  std::lock_guard lock(probe_mu_);
+  std::string position;
+  try {
+    if (!probe_store_) probe_store_ = open_checkpoint_store(args_.checkpoint);
+    auto group = probe_store_->group(args_.group);
+    s.dead = group ? group->dead : 0;
+    if (group) position = group->position;
+  } catch (const std::exception& e) {
+    s.store_error = e.what();
+    probe_store_.reset();  // reconnect next time
+    return s;
+  }
+  try {
+    if (!probe_source_) probe_source_ = open_source(args_.from);
+    s.lag = probe_source_->lag(position);
+  } catch (const std::exception& e) {
+    s.source_error = e.what();
+    probe_source_.reset();
+  }
+  return s;
+}
+
+std::string consume_summary(const ConsumerCounters& c) {
+  return "read " + std::to_string(c.read) + ", delivered " + std::to_string(c.handled) +
+         ", duplicates " + std::to_string(c.duplicates) + ", failed attempts " +
+         std::to_string(c.failures) + ", parked " + std::to_string(c.parked) + ", retried " +
+         std::to_string(c.retried) + " (batches " + std::to_string(c.batches) + ", errors " +
+         std::to_string(c.errors) + ")";
+}
 
 Runner add_consume_command(CLI::App& root) {
   auto a = std::make_shared<ConsumeArgs>();

@@ -15,7 +15,8 @@ namespace outpost::cli {
 namespace {
 
 // Longest a pipeline's loop may go without any store or sink call before /readyz calls it stuck.
-// The relay calls the store at least every poll interval (1 s) and renews leases every lease/3.
+// The relay calls the store at least every poll interval (1 s) and renews leases every lease/3;
+// a consumer reads its log at least every poll (500 ms) and calls the sink on every attempt.
 constexpr std::chrono::seconds kLoopStuckAfter{120};
 
 std::string number(double v) {
@@ -86,6 +87,7 @@ class Text {
 std::vector<Scrape> scrape(const std::vector<PipelineView>& pipelines) {
   std::vector<Scrape> out;
   for (const auto& p : pipelines) {
+    if (p.consumer) continue;  // consumer_families()
     Scrape s{&p, p.store ? std::string(p.store->backend()) : "", {}, std::nullopt, {}};
     if (p.relay) s.counters = p.relay->counters();
     if (p.store) {
@@ -124,6 +126,66 @@ void add_histogram(Text& t, const std::vector<Scrape>& ss, const char* name, con
   if (!series.empty()) t.histogram(name, help, series);
 }
 
+// {pipeline="..",source="..",sink=".."} of a consume pipeline.
+std::string consumer_labels(const PipelineView& p, const ConsumerStatus& s) {
+  return "{pipeline=\"" + escape_label(p.name) + "\",source=\"" + escape_label(s.source) +
+         "\",sink=\"" + escape_label(p.sink) + "\"}";
+}
+
+struct ConsumerScrape {
+  const PipelineView* view;
+  ConsumerStatus status;
+  std::string labels;
+};
+
+std::vector<ConsumerScrape> scrape_consumers(const std::vector<PipelineView>& pipelines) {
+  std::vector<ConsumerScrape> out;
+  for (const auto& p : pipelines) {
+    if (!p.consumer) continue;
+    ConsumerScrape c{&p, p.consumer->status(), {}};
+    c.labels = consumer_labels(p, c.status);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void consumer_families(Text& t, const std::vector<ConsumerScrape>& cs) {
+  if (cs.empty()) return;
+  auto counter = [&](const char* name, const char* help, std::uint64_t ConsumerCounters::*field) {
+    std::vector<std::pair<std::string, std::string>> samples;
+    for (const auto& c : cs)
+      samples.emplace_back(c.labels, std::to_string(c.status.counters.*field));
+    t.family(name, "counter", help, samples);
+  };
+  counter("outpost_consumer_batches_total", "Batches committed.", &ConsumerCounters::batches);
+  counter("outpost_consumer_read_total", "Messages read from the log.", &ConsumerCounters::read);
+  counter("outpost_consumer_delivered_total", "Messages delivered to the sink and committed.",
+          &ConsumerCounters::handled);
+  counter("outpost_consumer_duplicates_total", "Messages the inbox skipped as already delivered.",
+          &ConsumerCounters::duplicates);
+  counter("outpost_consumer_failed_total", "Delivery attempts that failed.",
+          &ConsumerCounters::failures);
+  counter("outpost_consumer_parked_total", "Messages moved to the consumer dead letters.",
+          &ConsumerCounters::parked);
+  counter("outpost_consumer_retried_total", "Dead letters delivered after an operator's retry.",
+          &ConsumerCounters::retried);
+  counter("outpost_consumer_errors_total", "Log or checkpoint store errors the consumer survived.",
+          &ConsumerCounters::errors);
+  std::vector<std::pair<std::string, std::string>> lag, dead, up;
+  for (const auto& c : cs) {
+    if (c.status.lag) lag.emplace_back(c.labels, std::to_string(*c.status.lag));
+    if (c.status.dead) dead.emplace_back(c.labels, std::to_string(*c.status.dead));
+    up.emplace_back(c.labels, c.status.dead ? "1" : "0");
+  }
+  if (!lag.empty())
+    t.family("outpost_consumer_lag_messages", "gauge",
+             "Messages in the log after the group's committed checkpoint.", lag);
+  if (!dead.empty())
+    t.family("outpost_consumer_dead", "gauge", "Consumer dead letters of the group.", dead);
+  t.family("outpost_consumer_checkpoint_up", "gauge",
+           "1 if the last checkpoint store query succeeded.", up);
+}
+
 // The single pipeline of `outpost relay --metrics`.
 class SingleRelay final : public PipelineSource {
  public:
@@ -146,6 +208,7 @@ class SingleRelay final : public PipelineSource {
 
 std::string metrics_text(const std::vector<PipelineView>& pipelines) {
   auto ss = scrape(pipelines);
+  auto cs = scrape_consumers(pipelines);
   Text t;
   add_counter(t, ss, "outpost_relay_batches_total", "Batches claimed.", &RelayCounters::batches);
   add_counter(t, ss, "outpost_relay_claimed_total", "Events claimed.", &RelayCounters::claimed);
@@ -167,9 +230,10 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
       up.emplace_back(labels(*s.view, s.store_backend), s.stats ? "1" : "0");
       running.emplace_back(labels(*s.view, s.store_backend), s.view->running ? "1" : "0");
     }
+    for (const auto& c : cs) running.emplace_back(c.labels, c.view->running ? "1" : "0");
     t.family("outpost_store_up", "gauge", "1 if the last store stats query succeeded.", up);
-    t.family("outpost_pipeline_running", "gauge", "1 while the pipeline's relay loop runs.",
-             running);
+    t.family("outpost_pipeline_running", "gauge",
+             "1 while the pipeline's relay or consumer loop runs.", running);
   }
   add_gauge(t, ss, "outpost_store_pending", "Undelivered events not leased (the backlog).",
             [](const StoreStats& s) { return double(s.pending); });
@@ -191,6 +255,7 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
                 &PipelineMetrics::settle_seconds);
   add_histogram(t, ss, "outpost_relay_batch_size", "Events per claimed (non-empty) batch.",
                 &PipelineMetrics::batch_size);
+  consumer_families(t, cs);
   std::string out = t.take();
   for (const auto& s : ss)
     if (!s.store_error.empty()) {
@@ -198,6 +263,13 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
       for (char ch : s.store_error) out += (ch == '\n' ? ' ' : ch);
       out += "\n";
     }
+  for (const auto& c : cs)
+    for (const auto& error : {c.status.store_error, c.status.source_error})
+      if (!error.empty()) {
+        out += "# consumer error (" + c.view->name + "): ";
+        for (char ch : redact(error)) out += (ch == '\n' ? ' ' : ch);
+        out += "\n";
+      }
   return out;
 }
 
@@ -218,6 +290,11 @@ Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_do
       } catch (const std::exception& e) {
         fail(p.name, "store_connected", e.what());
       }
+    }
+    if (p.consumer) {
+      auto s = p.consumer->status();
+      if (!s.store_error.empty()) fail(p.name, "store_connected", s.store_error);
+      if (!s.source_error.empty()) fail(p.name, "source_connected", s.source_error);
     }
     if (p.metrics) {
       if (p.metrics->last_delivery_failed.load())

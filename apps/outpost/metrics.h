@@ -1,30 +1,51 @@
 #pragma once
 // The HTTP endpoints of `outpost relay --metrics ADDR` and of the daemon's [http] listen:
 //   /metrics  Prometheus text: relay counters, store gauges (backlog, oldest pending age, leased,
-//             dead), histograms of claim/deliver/settle latency and batch size. Labels are
-//             bounded: pipeline, store (backend), sink (name) only, never ids or keys.
+//             dead), histograms of claim/deliver/settle latency and batch size; consumer
+//             counters, lag and dead count. Labels are bounded: pipeline, store (backend), sink
+//             (name), source (backend) only, never ids or keys.
 //   /healthz  liveness: 200 while the process serves, also while draining.
 //   /readyz   readiness: 200, or 503 with a JSON body naming each failing check (store
 //             connected, sink delivering, loop alive, shutting down) per pipeline.
 //   /         the operator dashboard and its /api/... (dashboard.h).
 // One small cpp-httplib server on its own thread, 127.0.0.1 unless told otherwise.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "instrument.h"
+#include "outpost/consumer.h"
 #include "outpost/relay.h"
 #include "outpost/store.h"
 
 namespace outpost::cli {
+
+// Where a consume pipeline stands (`outpost consume`, a daemon [[consume]]).
+struct ConsumerStatus {
+  ConsumerCounters counters;
+  std::string source;                // the log's backend: "file", "kafka", ...
+  std::optional<std::int64_t> lag;   // messages after the committed checkpoint; nullopt: unknown
+  std::optional<std::int64_t> dead;  // parked messages; nullopt: checkpoint store unreachable
+  std::string store_error;           // why `dead` is unknown
+  std::string source_error;          // why `lag` is unknown
+};
+class ConsumerProbe {
+ public:
+  virtual ~ConsumerProbe() = default;
+  // Any thread; may query the log and the checkpoint store (on connections of its own).
+  virtual ConsumerStatus status() const = 0;
+};
 
 // One pipeline as the endpoints see it. `keepalive` holds whatever owns the pointers for the
 // duration of one request (a daemon reload may drop the pipeline meanwhile).
 struct PipelineView {
   std::string name;
   std::string sink;
-  const Relay* relay = nullptr;
+  const Relay* relay = nullptr;              // a relay pipeline; null for a consume pipeline
+  const ConsumerProbe* consumer = nullptr;   // a consume pipeline (relay and store are null)
   Store* store = nullptr;                    // the store itself (stats are read here)
   const PipelineMetrics* metrics = nullptr;  // null: no histograms, no liveness data
   bool running = true;                       // false: run() returned (finished or failed)

@@ -1,5 +1,6 @@
 // outpost run --config FILE: the daemon. Every [[relay]] of the file is a pipeline (store ->
-// relay -> sink) on its own thread, all in one process, with one HTTP server ([http] listen).
+// relay -> sink) and every [[consume]] one (log -> consumer -> sink, as `outpost consume`), each
+// on its own thread, all in one process, with one HTTP server ([http] listen).
 // outpost check --config FILE: validates the file and exits (0, or 2 naming file, line, key).
 //
 // Signals: SIGTERM/SIGINT drain every pipeline (a second one gives deliveries in flight up);
@@ -25,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <variant>
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -33,6 +35,9 @@
 
 #include "cli.h"
 #include "config.h"
+#ifdef OUTPOST_HAVE_CONSUME
+#include "consume.h"
+#endif
 #include "instrument.h"
 #include "metrics.h"
 #include "outpost/error.h"
@@ -99,90 +104,169 @@ RelayOptions relay_options(const PipelineConfig& c) {
   return o;
 }
 
-// One running [[relay]]: its store, sink, relay and thread. Opened in the constructor (throws
-// like `outpost relay` does for a bad URL or an unreachable store), started by start().
+// URLs from the file are redacted like URLs given as flags.
+void register_secrets(const DaemonConfig& config) {
+  for (const auto& r : config.relays) {
+    add_secret_url(r.store);
+    add_secret_url(r.sink);
+  }
+  for (const auto& c : config.consumers) {
+    add_secret_url(c.args.from);
+    add_secret_url(c.args.checkpoint);
+    add_secret_url(c.args.sink);
+  }
+}
+
+// Delivery errors can come by the thousand (a sink down): the first ones, then one in every
+// 1000, as `outpost relay` prints them.
+std::function<void(const std::string&)> error_log(const std::string& pipeline, bool quiet) {
+  auto errors = std::make_shared<std::atomic<std::uint64_t>>(0);
+  return [pipeline, quiet, errors](const std::string& m) {
+    auto n = errors->fetch_add(1) + 1;
+    if (!quiet && (n <= 20 || n % 1000 == 0))
+      log(m + (n > 20 ? " (" + std::to_string(n) + " errors so far)" : ""), pipeline,
+          spdlog::level::warn);
+  };
+}
+
+// One running pipeline on its own thread: a [[relay]] or a [[consume]]. Opened in the
+// subclass's constructor (throws as the `outpost relay` / `outpost consume` commands do for a
+// bad URL or an unreachable store), started by start().
 class Pipeline {
  public:
-  explicit Pipeline(PipelineConfig config) : config_(std::move(config)) {
-    store_ = open_store(config_.store);
-    SinkOptions sink_options;
-    sink_options.concurrency = config_.concurrency;
-    sink_options.lease = Duration(config_.lease_ms);
-    sink_options.backoff_max = Duration(config_.backoff_max_ms);
-    sink_ = open_sink(config_.sink, sink_options);
-    timed_store_ = instrument_store(*store_, metrics_);
-    timed_sink_ = instrument_sink(*sink_, metrics_);
-    RelayOptions options = relay_options(config_);
-    std::string name = config_.name;
-    bool quiet = config_.quiet;
-    auto errors = std::make_shared<std::atomic<std::uint64_t>>(0);
-    // As `outpost relay`: the first errors, then one in every 1000.
-    options.on_error = [name, quiet, errors](const std::string& m) {
-      auto n = errors->fetch_add(1) + 1;
-      if (!quiet && (n <= 20 || n % 1000 == 0))
-        log(m + (n > 20 ? " (" + std::to_string(n) + " errors so far)" : ""), name,
-            spdlog::level::warn);
-    };
-    relay_ = std::make_unique<Relay>(*timed_store_, *timed_sink_, options);
-  }
-  ~Pipeline() { stop_and_join(false); }
+  explicit Pipeline(AnyPipelineConfig config) : config_(std::move(config)) {}
+  virtual ~Pipeline() = default;  // subclasses call stop_and_join() first: run() uses them
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
 
   void start(std::function<void()> on_exit) {
     thread_ = std::thread([this, on_exit = std::move(on_exit)] {
       try {
-        relay_->run();
+        run();
       } catch (const std::exception& e) {
         std::lock_guard lock(mu_);
         failure_ = e.what();
-        log("stopped by an error: " + failure_, config_.name, spdlog::level::err);
+        log("stopped by an error: " + failure_, name(), spdlog::level::err);
       }
       running_.store(false);
       on_exit();
     });
   }
-  void stop(bool abort) { abort ? relay_->abort() : relay_->stop(); }
+  // Drains (abort: gives deliveries in flight up); returns at once.
+  virtual void stop(bool abort) = 0;
   void stop_and_join(bool abort) {
     if (!thread_.joinable()) return;
     stop(abort);
     thread_.join();
   }
   bool running() const { return running_.load(); }
-  const PipelineConfig& config() const { return config_; }
+  const AnyPipelineConfig& config() const { return config_; }
+  const std::string& name() const { return pipeline_name(config_); }
   PipelineView view(std::shared_ptr<const void> keepalive) const {
     PipelineView v;
-    v.name = config_.name;
-    v.sink = std::string(sink_->name());
-    v.relay = relay_.get();
-    v.store = store_.get();
-    v.metrics = &metrics_;
+    v.name = name();
     v.running = running_.load();
     {
       std::lock_guard lock(mu_);
       v.failure = failure_;
     }
     v.keepalive = std::move(keepalive);
+    describe(v);
     return v;
   }
-  void log_summary() const {
+  virtual void log_summary() const = 0;
+
+ private:
+  virtual void run() = 0;
+  virtual void describe(PipelineView& v) const = 0;  // the kind's own fields of the view
+
+  AnyPipelineConfig config_;
+  std::thread thread_;
+  std::atomic<bool> running_{true};
+  mutable std::mutex mu_;
+  std::string failure_;  // guarded by mu_
+};
+
+// [[relay]]: store -> relay -> sink, measured by the instrument.h decorators.
+class RelayPipeline final : public Pipeline {
+ public:
+  explicit RelayPipeline(const PipelineConfig& config) : Pipeline(config) {
+    store_ = open_store(config.store);
+    SinkOptions sink_options;
+    sink_options.concurrency = config.concurrency;
+    sink_options.lease = Duration(config.lease_ms);
+    sink_options.backoff_max = Duration(config.backoff_max_ms);
+    sink_ = open_sink(config.sink, sink_options);
+    sink_name_ = std::string(sink_->name());
+    timed_store_ = instrument_store(*store_, metrics_);
+    timed_sink_ = instrument_sink(*sink_, metrics_);
+    RelayOptions options = relay_options(config);
+    options.on_error = error_log(config.name, config.quiet);
+    relay_ = std::make_unique<Relay>(*timed_store_, *timed_sink_, options);
+  }
+  ~RelayPipeline() override { stop_and_join(false); }
+
+  void stop(bool abort) override { abort ? relay_->abort() : relay_->stop(); }
+  void log_summary() const override {
     auto c = relay_->counters();
     log("delivered " + std::to_string(c.delivered) + ", failed " + std::to_string(c.failed) +
             ", dead " + std::to_string(c.dead) + ", released " + std::to_string(c.released),
-        config_.name);
+        name());
   }
 
  private:
-  PipelineConfig config_;
+  void run() override { relay_->run(); }
+  void describe(PipelineView& v) const override {
+    v.sink = sink_name_;
+    v.relay = relay_.get();
+    v.store = store_.get();
+    v.metrics = &metrics_;
+  }
+
+  std::string sink_name_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Sink> sink_;
   PipelineMetrics metrics_;
   std::unique_ptr<Store> timed_store_;
   std::unique_ptr<Sink> timed_sink_;
   std::unique_ptr<Relay> relay_;
-  std::thread thread_;
-  std::atomic<bool> running_{true};
-  mutable std::mutex mu_;
-  std::string failure_;  // guarded by mu_
 };
+
+#ifdef OUTPOST_HAVE_CONSUME
+// [[consume]]: log -> consumer -> sink, the bridge `outpost consume` runs (consume.h).
+class ConsumePipeline final : public Pipeline {
+ public:
+  explicit ConsumePipeline(const ConsumeConfig& config)
+      : Pipeline(config),
+        bridge_(config.args, error_log(config.name, config.args.quiet), &metrics_) {}
+  ~ConsumePipeline() override { stop_and_join(false); }
+
+  // The consumer finishes the batch in flight either way (its sink call has its own timeout).
+  void stop(bool) override { bridge_.stop(); }
+  void log_summary() const override { log(consume_summary(bridge_.counters()), name()); }
+
+ private:
+  void run() override { bridge_.run(); }
+  void describe(PipelineView& v) const override {
+    v.sink = std::string(bridge_.sink_name());
+    v.consumer = &bridge_;
+    v.metrics = &metrics_;
+  }
+
+  PipelineMetrics metrics_;  // before bridge_, which measures into it
+  ConsumeBridge bridge_;
+};
+#endif
+
+std::shared_ptr<Pipeline> open_pipeline(const AnyPipelineConfig& config) {
+  if (const auto* relay = std::get_if<PipelineConfig>(&config))
+    return std::make_shared<RelayPipeline>(*relay);
+#ifdef OUTPOST_HAVE_CONSUME
+  return std::make_shared<ConsumePipeline>(std::get<ConsumeConfig>(config));
+#else
+  throw ConfigError("[[consume]] needs outpost_consume, which this build does not have");
+#endif
+}
 
 class Daemon final : public PipelineSource {
  public:
@@ -191,13 +275,13 @@ class Daemon final : public PipelineSource {
   // Opens every pipeline (any failure: nothing is started), then starts them all.
   void start() {
     std::map<std::string, std::shared_ptr<Pipeline>> opened;
-    for (const auto& p : config_.relays) opened[p.name] = open(p);
+    for (const auto& p : config_.pipelines()) opened[pipeline_name(p)] = open(p);
     std::lock_guard lock(mu_);
     pipelines_ = std::move(opened);
     for (auto& [name, p] : pipelines_) launch(p);
   }
 
-  // Until every pipeline has ended (until_empty) or a stop signal came.
+  // Until every pipeline has ended (until_empty, until_idle) or a stop signal came.
   void wait() {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
@@ -243,16 +327,16 @@ class Daemon final : public PipelineSource {
       notify("READY=1");
       return;
     }
-    for (const auto& r : next.relays) {
-      add_secret_url(r.store);
-      add_secret_url(r.sink);
-    }
+    register_secrets(next);
     if (next.http.listen != config_.http.listen)
       log("reload: [http] listen changed to '" + next.http.listen +
           "': needs a restart (still serving on '" + config_.http.listen + "')");
     std::vector<std::string> started, restarted, stopped, unchanged, failed;
-    std::map<std::string, const PipelineConfig*> wanted;
-    for (const auto& r : next.relays) wanted[r.name] = &r;
+    std::map<std::string, AnyPipelineConfig> wanted;
+    for (auto& p : next.pipelines()) {
+      std::string name = pipeline_name(p);
+      wanted.emplace(std::move(name), std::move(p));
+    }
 
     std::map<std::string, std::shared_ptr<Pipeline>> current;
     {
@@ -262,7 +346,7 @@ class Daemon final : public PipelineSource {
     }
     for (auto& [name, p] : current) {
       auto it = wanted.find(name);
-      if (it != wanted.end() && *it->second == p->config() && p->running()) {
+      if (it != wanted.end() && it->second == p->config() && p->running()) {
         unchanged.push_back(name);
         continue;
       }
@@ -272,23 +356,24 @@ class Daemon final : public PipelineSource {
       pipelines_.erase(name);
       if (it == wanted.end()) stopped.push_back(name);
     }
-    for (const auto& r : next.relays) {
-      if (std::find(unchanged.begin(), unchanged.end(), r.name) != unchanged.end()) continue;
-      bool was_running = current.count(r.name) > 0;
+    for (const auto& [name, config] : wanted) {
+      if (std::find(unchanged.begin(), unchanged.end(), name) != unchanged.end()) continue;
+      bool was_running = current.count(name) > 0;
       try {
-        auto p = open(r);
+        auto p = open(config);
         std::lock_guard lock(mu_);
-        pipelines_[r.name] = p;
+        pipelines_[name] = p;
         launch(p);
-        (was_running ? restarted : started).push_back(r.name);
+        (was_running ? restarted : started).push_back(name);
       } catch (const std::exception& e) {
-        failed.push_back(r.name);
-        log(std::string("reload: cannot start: ") + e.what(), r.name, spdlog::level::err);
+        failed.push_back(name);
+        log(std::string("reload: cannot start: ") + e.what(), name, spdlog::level::err);
       }
     }
     {
       std::lock_guard lock(mu_);
       config_.relays = next.relays;
+      config_.consumers = next.consumers;
       config_.http.admin_token = next.http.admin_token;
     }
     auto list = [](const std::vector<std::string>& v) {
@@ -323,14 +408,18 @@ class Daemon final : public PipelineSource {
   }
 
  private:
-  std::shared_ptr<Pipeline> open(const PipelineConfig& c) {
+  // Errors name the table ("FILE:LINE: [[consume]] 'x': ..." for a bad URL parameter).
+  std::shared_ptr<Pipeline> open(const AnyPipelineConfig& c) {
+    const bool relay = std::holds_alternative<PipelineConfig>(c);
+    std::string table =
+        std::string(relay ? "[[relay]]" : "[[consume]]") + " '" + pipeline_name(c) + "': ";
+    int line = std::visit([](const auto& p) { return p.line; }, c);
     try {
-      return std::make_shared<Pipeline>(c);
+      return open_pipeline(c);
     } catch (const ConfigError& e) {
-      throw ConfigError(config_.file + ":" + std::to_string(c.line) + ": [[relay]] '" + c.name +
-                        "': " + e.what());
+      throw ConfigError(config_.file + ":" + std::to_string(line) + ": " + table + e.what());
     } catch (const Error& e) {
-      throw Error(e.code(), e.backend(), "[[relay]] '" + c.name + "': " + e.what());
+      throw Error(e.code(), e.backend(), table + e.what());
     }
   }
   // mu_ held.
@@ -409,11 +498,23 @@ class Progress {
       last_time = now;
       std::string line;
       for (const auto& p : source_.pipelines()) {
-        auto delivered = p.relay ? p.relay->counters().delivered : 0;
+        std::optional<ConsumerStatus> consumer;
+        if (p.consumer) consumer = p.consumer->status();
+        auto delivered = p.relay    ? p.relay->counters().delivered
+                         : consumer ? consumer->counters.handled
+                                    : 0;
         char rate[32];
-        std::snprintf(rate, sizeof rate, "%.1f/s", double(delivered - last[p.name]) / secs);
+        auto before = last[p.name];  // a pipeline restarted by a reload counts from 0 again
+        std::snprintf(rate, sizeof rate, "%.1f/s",
+                      double(delivered >= before ? delivered - before : delivered) / secs);
         last[p.name] = delivered;
         line += (line.empty() ? "" : " | ") + p.name + " " + rate;
+        if (consumer) {
+          line += consumer->lag ? " lag " + std::to_string(*consumer->lag) : " lag ?";
+          if (consumer->dead.value_or(0)) line += " dead " + std::to_string(*consumer->dead);
+          continue;
+        }
+        if (!p.store) continue;
         try {
           auto s = p.store->stats();
           char age[32];
@@ -438,10 +539,7 @@ int run_daemon(const std::string& file, const std::string& log_format) {
   block_hangup();  // before any thread: only the watcher takes SIGHUP
   DaemonConfig config = load_config(file);
   set_log_format(log_format.empty() ? config.log_format : log_format);
-  for (const auto& r : config.relays) {
-    add_secret_url(r.store);
-    add_secret_url(r.sink);
-  }
+  register_secrets(config);
   Daemon daemon(config);
   daemon.start();
   std::optional<MetricsServer> http;
@@ -450,8 +548,9 @@ int run_daemon(const std::string& file, const std::string& log_format) {
     log("http on " + config.http.listen.substr(0, config.http.listen.rfind(':')) + ":" +
         std::to_string(http->port()) + " (/metrics /healthz /readyz)");
   }
-  log("started " + std::to_string(config.relays.size()) + " pipeline(s) from " + file);
-  notify("READY=1\nSTATUS=" + std::to_string(config.relays.size()) + " pipeline(s) running");
+  const auto count = std::to_string(config.pipelines().size());
+  log("started " + count + " pipeline(s) from " + file);
+  notify("READY=1\nSTATUS=" + count + " pipeline(s) running");
 
   StopSignalWatcher watcher([&daemon](int signal, int count) {
     const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
@@ -484,8 +583,9 @@ Runner add_run_command(CLI::App& root) {
   auto format = std::make_shared<std::string>();
   CLI::App* sub = root.add_subcommand(
       "run",
-      "Run the daemon: every [[relay]] pipeline of a TOML config file in one process, with\n"
-      "/metrics, /healthz and /readyz on [http] listen. SIGTERM/SIGINT drain, SIGHUP reloads.\n"
+      "Run the daemon: every [[relay]] and [[consume]] pipeline of a TOML config file in one\n"
+      "process, with /metrics, /healthz and /readyz on [http] listen. SIGTERM/SIGINT drain,\n"
+      "SIGHUP reloads.\n"
       "Reference: docs/operations.md.");
   sub->add_option("--config", *file, "TOML config file")->required();
   sub->add_option("--log-format", *format,
@@ -503,8 +603,8 @@ Runner add_check_command(CLI::App& root) {
   sub->add_option("--config", *file, "TOML config file")->required();
   return [file] {
     DaemonConfig config = load_config(*file);
-    std::cout << config.file << ": ok (" << config.relays.size() << " pipeline(s):";
-    for (const auto& r : config.relays) std::cout << " " << r.name;
+    std::cout << config.file << ": ok (" << config.pipelines().size() << " pipeline(s):";
+    for (const auto& p : config.pipelines()) std::cout << " " << pipeline_name(p);
     std::cout << (config.http.listen.empty() ? "; no http" : "; http " + config.http.listen) << ")"
               << std::endl;
     return kExitOk;

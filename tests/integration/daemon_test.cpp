@@ -281,4 +281,191 @@ TEST_F(DaemonTest, EveryRelayFlagIsAConfigKey) {
   }
 }
 
+#ifdef OUTPOST_TEST_HAVE_CONSUME
+// [[consume]] pipelines in the daemon beside a relay: the relay writes the log; "bridge" copies
+// it to a file, "hook" delivers to a webhook that is down (every message parked), "stuck" keeps
+// retrying its first message (nothing commits, so its lag stays the whole log). /metrics has the
+// consumer counters, lag and dead count labelled by pipeline; /readyz names the failing ones;
+// SIGHUP restarts only the changed consumer, which resumes from its checkpoint; SIGTERM drains.
+TEST_F(DaemonTest, RunsConsumePipelinesBesideRelaysWithLagDeadReadinessAndReload) {
+  emit(dir_ / "a.db", 5);
+  auto consumer = [&](const std::string& name, const std::string& sink, const std::string& more) {
+    return "\n[[consume]]\nname = \"" + name + "\"\nfrom = \"file:" + dir_ / "log.jsonl" +
+           "\"\ngroup = \"" + name + "\"\ncheckpoint = \"sqlite:" + dir_ / "c.db" +
+           "\"\nsink = \"" + sink + "\"\n" + more;
+  };
+  auto text = [&](const std::string& bridge_batch) {
+    return "[http]\nlisten = \"127.0.0.1:0\"\n\n[[relay]]\nname = \"orders\"\nstore = \"sqlite:" +
+           dir_ / "a.db" + "\"\nsink = \"file:" + dir_ / "log.jsonl" + "\"\n" +
+           consumer("bridge", "file:" + dir_ / "copy.jsonl", "batch = " + bridge_batch + "\n") +
+           consumer("hook", "http://127.0.0.1:1/hook",
+                    "max_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 20\nquiet = true\n") +
+           consumer("stuck", "http://127.0.0.1:1/hook",
+                    "max_attempts = 1000000\nbackoff_base_ms = 100\nbackoff_max_ms = 200\n"
+                    "quiet = true\n");
+  };
+  auto file = dir_ / "consume.toml";
+  write_file(file, text("50"));
+  auto log = dir_ / "run.log";
+  CliProcess daemon({"run", "--config", file}, log);
+  int port = port_from(log);
+  ASSERT_GT(port, 0) << read_file(log);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+
+  const std::vector<std::string> expected{
+      "outpost_consumer_delivered_total{pipeline=\"bridge\",source=\"file\",sink=\"file\"} 5\n",
+      "outpost_consumer_lag_messages{pipeline=\"bridge\",source=\"file\",sink=\"file\"} 0\n",
+      "outpost_consumer_dead{pipeline=\"bridge\",source=\"file\",sink=\"file\"} 0\n",
+      "outpost_consumer_dead{pipeline=\"hook\",source=\"file\",sink=\"http\"} 5\n",
+      "outpost_consumer_lag_messages{pipeline=\"hook\",source=\"file\",sink=\"http\"} 0\n",
+      "outpost_consumer_lag_messages{pipeline=\"stuck\",source=\"file\",sink=\"http\"} 5\n",
+      "outpost_consumer_delivered_total{pipeline=\"stuck\",source=\"file\",sink=\"http\"} 0\n",
+      "outpost_pipeline_running{pipeline=\"bridge\",source=\"file\",sink=\"file\"} 1\n",
+      "outpost_relay_delivered_total{pipeline=\"orders\",store=\"sqlite\",sink=\"file\"} 5\n"};
+  auto missing = [&](const std::string& body) {
+    for (const auto& line : expected)
+      if (body.find(line) == std::string::npos) return line;
+    return std::string();
+  };
+  std::string body;
+  for (int i = 0; i < 3000; ++i) {
+    auto res = client.Get("/metrics");
+    ASSERT_TRUE(res);
+    body = res->body;
+    if (missing(body).empty()) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(missing(body), "") << body;
+  EXPECT_EQ(lines_of(read_file(dir_ / "copy.jsonl")).size(), 5u);
+  EXPECT_EQ(body.find("outpost_relay_delivered_total{pipeline=\"bridge\""), std::string::npos)
+      << "no relay series for a consume pipeline";
+
+  auto ready = client.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503) << ready->body;
+  EXPECT_NE(ready->body.find("{\"check\":\"sink_delivering\",\"error\":"), std::string::npos)
+      << ready->body;
+  EXPECT_NE(ready->body.find("\"pipeline\":\"stuck\""), std::string::npos) << ready->body;
+  EXPECT_EQ(ready->body.find("\"pipeline\":\"bridge\""), std::string::npos) << ready->body;
+
+  // SIGHUP: bridge changed (drained, started again from its checkpoint), the rest untouched.
+  write_file(file, text("60"));
+  daemon.signal(SIGHUP);
+  std::string all = wait_log(log, "reloaded");
+  EXPECT_NE(all.find("started -; restarted bridge; stopped -; unchanged hook,orders,stuck"),
+            std::string::npos)
+      << all;
+  emit(dir_ / "a.db", 2);
+  for (int i = 0; i < 3000 && lines_of(read_file(dir_ / "copy.jsonl")).size() < 7; ++i)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(lines_of(read_file(dir_ / "copy.jsonl")).size(), 7u) << "each event copied once";
+
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(60s), 0) << read_file(log);
+  all = read_file(log);
+  EXPECT_NE(all.find("[bridge] read 2, delivered 2"), std::string::npos) << all;
+  EXPECT_NE(all.find("[hook] read"), std::string::npos) << all;
+}
+
+// A daemon of consume pipelines only; until_idle ends one, and the daemon with it.
+TEST_F(DaemonTest, ConsumeOnlyDaemonEndsWhenItsConsumersAreIdle) {
+  emit(dir_ / "a.db", 3);
+  auto r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink",
+                    "file:" + dir_ / "log.jsonl", "--until-empty"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto file = dir_ / "idle.toml";
+  write_file(file, "[[consume]]\nname = \"copy\"\nfrom = \"file:" + dir_ / "log.jsonl" +
+                       "\"\ngroup = \"g\"\ncheckpoint = \"sqlite:" + dir_ / "c.db" +
+                       "\"\nsink = \"file:" + dir_ / "copy.jsonl" + "\"\nuntil_idle = 200\n");
+  r = run_cli({"run", "--config", file});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("[copy] read 3, delivered 3"), std::string::npos) << r.err;
+  EXPECT_EQ(lines_of(read_file(dir_ / "copy.jsonl")).size(), 3u);
+}
+
+TEST_F(DaemonTest, CheckValidatesConsumeTablesNamingFileLineAndKey) {
+  auto file = dir_ / "c.toml";
+  auto table = [&](const std::string& name, const std::string& group, const std::string& more) {
+    return "[[consume]]\nname = \"" + name + "\"\nfrom = \"file:" + dir_ / "log.jsonl" +
+           "\"\ngroup = \"" + group + "\"\ncheckpoint = \"sqlite:" + dir_ / "c.db" +
+           "\"\nsink = \"file:-\"\n" + more;
+  };
+  auto check = [&](const std::string& text) {
+    write_file(file, text);
+    return run_cli({"check", "--config", file});
+  };
+  auto r = check(table("c", "g", "until_idle = -1\n"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ":7: [[consume]] 'c': key 'until_idle': must be 0-86400000, got -1"),
+            std::string::npos)
+      << r.err;
+  r = check(table("c", "g", "until-idle = 5\n"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(":7: [[consume]] 'c': unknown key 'until-idle': write it with '_': "
+                       "until_idle"),
+            std::string::npos)
+      << r.err;
+  r = check("[[consume]]\nname = \"c\"\nfrom = \"file:x.jsonl\"\ncheckpoint = \"sqlite:" +
+            dir_ / "c.db" + "\"\nsink = \"file:-\"\n");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("[[consume]] 'c': key 'group' is required"), std::string::npos) << r.err;
+  r = check(
+      "[[consume]]\nname = \"c\"\nfrom = \"nope:x\"\ngroup = \"g\"\ncheckpoint = "
+      "\"sqlite:x.db\"\nsink = \"file:-\"\n");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(":3: [[consume]] 'c': key 'from': unsupported scheme 'nope:'"),
+            std::string::npos)
+      << r.err;
+  r = check(
+      "[[consume]]\nname = \"c\"\nfrom = \"file:x\"\ngroup = \"g\"\ncheckpoint = "
+      "\"redis://127.0.0.1:1/0\"\nsink = \"file:-\"\n");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(":5: [[consume]] 'c': key 'checkpoint': "), std::string::npos) << r.err;
+  r = check("[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\n\n" +
+            table("x", "g", ""));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(":6: [[consume]] 'x': key 'name': a pipeline of this name is already "
+                       "defined"),
+            std::string::npos)
+      << r.err;
+  r = check(table("a", "g", "") + "\n" + table("b", "g", ""));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(":11: [[consume]] 'b': key 'group': group 'g' of this checkpoint store is "
+                       "already consumed by another pipeline"),
+            std::string::npos)
+      << r.err;
+
+  r = check("[[relay]]\nname = \"r\"\nstore = \"memory:\"\nsink = \"file:-\"\n\n" +
+            table("c", "g", "batch = 10\nmax_attempts = 3\nunordered = true\n"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(": ok (2 pipeline(s): r c;"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "c.db")) << "check opens nothing";
+}
+
+// Every `outpost consume` flag is a [[consume]] key under its name with '_'.
+TEST_F(DaemonTest, EveryConsumeFlagIsAConfigKey) {
+  auto help = run_cli({"consume", "--help"});
+  ASSERT_EQ(help.code, 0);
+  std::regex flag(R"((^|\s)--([a-z][a-z-]+))");
+  std::set<std::string> flags;
+  for (std::sregex_iterator it(help.out.begin(), help.out.end(), flag), end; it != end; ++it)
+    flags.insert((*it)[2]);
+  ASSERT_GT(flags.size(), 8u) << help.out;
+  const std::set<std::string> urls{"from", "group", "checkpoint", "sink"};
+  auto file = dir_ / "flag.toml";
+  for (const auto& f : flags) {
+    if (f == "help" || f == "log-format") continue;  // the daemon's log: [log] format
+    std::string key = f;
+    std::replace(key.begin(), key.end(), '-', '_');
+    write_file(file,
+               "[[consume]]\nname = \"x\"\nfrom = \"file:x\"\ngroup = \"g\"\n"
+               "checkpoint = \"sqlite:x.db\"\nsink = \"file:-\"\n" +
+                   (urls.count(key) ? "" : key + " = \"?\"\n"));
+    auto r = run_cli({"check", "--config", file});
+    EXPECT_EQ(r.err.find("unknown key"), std::string::npos) << "--" << f << ": " << r.err;
+  }
+}
+#endif
+
 }  // namespace

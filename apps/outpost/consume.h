@@ -1,0 +1,59 @@
+#pragma once
+// One consume bridge (log -> sink, with the group's checkpoint, inbox and dead letters in a
+// checkpoint store): what `outpost consume` runs, and what the daemon runs for each [[consume]]
+// table (run.cpp). Built only with outpost_consume (OUTPOST_HAVE_CONSUME).
+//
+// Thread safety: run() on one thread; stop(), counters() and status() from any thread.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "config.h"
+#include "metrics.h"
+#include "outpost/consumer.h"
+#include "outpost/sink.h"
+
+namespace outpost::cli {
+
+class ConsumeBridge final : public ConsumerProbe {
+ public:
+  // Checks every URL and option before anything is opened or written (ConfigError), then opens
+  // the source, the sink and the checkpoint store (ConnectionError when unreachable).
+  // `on_error` gets the errors the consumer survives and failed delivery attempts (must not
+  // throw). With `metrics`, sink calls and source reads are measured into it (the daemon's
+  // /metrics and /readyz); it must outlive the bridge.
+  ConsumeBridge(const ConsumeArgs& args, std::function<void(const std::string&)> on_error,
+                PipelineMetrics* metrics = nullptr);
+  ~ConsumeBridge() override;
+
+  // Consumes until stop() (the batch in flight is finished and committed) or until_idle, then
+  // closes the sink. Throws what the consumer cannot survive (a group bound to another log).
+  void run();
+  void stop();
+  ConsumerCounters counters() const;
+  // Lag and dead count, read on connections of the bridge's own (not the running consumer's).
+  ConsumerStatus status() const override;
+  std::string_view sink_name() const;
+
+ private:
+  ConsumeArgs args_;
+  std::unique_ptr<Source> source_;
+  std::unique_ptr<Sink> sink_;
+  std::unique_ptr<Sink> timed_sink_;  // sink_ measured, when there are metrics
+  std::unique_ptr<CheckpointStore> store_;
+  std::unique_ptr<Source> touching_source_;  // source_ marking the loop alive, with metrics
+  std::unique_ptr<Consumer> consumer_;
+  mutable std::mutex probe_mu_;
+  mutable std::unique_ptr<Source> probe_source_;          // guarded by probe_mu_
+  mutable std::unique_ptr<CheckpointStore> probe_store_;  // guarded by probe_mu_
+};
+
+// "read 12, delivered 10, duplicates 2, failed attempts 0, parked 0, retried 0 (batches 3,
+// errors 0)": the end-of-run summary of `outpost consume` and of a daemon [[consume]] pipeline.
+std::string consume_summary(const ConsumerCounters& c);
+
+}  // namespace outpost::cli
