@@ -20,21 +20,12 @@
 
 #include "cli_process.h"
 #include "outpost/json.h"
+#include "wait_until.h"
 
 namespace outpost::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::vector<std::string> ids_in(const std::string& text) {
-  std::vector<std::string> ids;
-  const std::string marker = "\"id\":\"";
-  for (auto pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos)) {
-    pos += marker.size();
-    if (pos + 36 <= text.size() && text[pos + 36] == '"') ids.push_back(text.substr(pos, 36));
-  }
-  return ids;
-}
 
 // Writes n events as the file sink would (keys k0..k9); returns their ids.
 std::vector<std::string> write_log(const std::string& path, int n, int keys = 10) {
@@ -48,16 +39,6 @@ std::vector<std::string> write_log(const std::string& path, int n, int keys = 10
     out << to_json(e) << "\n";
   }
   return ids;
-}
-
-template <typename F>
-bool wait_until(F&& condition, std::chrono::milliseconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 TEST(ConsumeCli, UsageErrorsNameTheProblemAndOpenNothing) {
@@ -133,7 +114,7 @@ TEST(ConsumeCli, BridgesOnceListsGroupsAndDrainsOnSigterm) {
   EXPECT_EQ(consume.wait(30s), 0) << read_file(dir / "consume.log");
   EXPECT_NE(read_file(dir / "consume.log").find("duplicates 50"), std::string::npos)
       << read_file(dir / "consume.log");
-  EXPECT_EQ(ids_in(read_file(out)), ids);
+  EXPECT_EQ(event_ids_in(read_file(out)), ids);
 
   auto r = run_cli({"consumers", "--checkpoint", cp, "list", "--json"});
   ASSERT_EQ(r.code, 0) << r.all();
@@ -276,14 +257,14 @@ TEST(ConsumeCli, SigkillAtRandomMomentsThenAFinalRunDeliversEveryMessage) {
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 40));
     p.signal(SIGKILL);
     p.wait(30s);
-    if (ids_in(read_file(out)).size() >= static_cast<std::size_t>(kMessages)) break;
+    if (event_ids_in(read_file(out)).size() >= static_cast<std::size_t>(kMessages)) break;
   }
   auto args_final = args;
   args_final.insert(args_final.end(), {"--until-idle", "500"});
   auto r = run_cli(args_final, {}, 120s);
   ASSERT_EQ(r.code, 0) << r.all();
   std::unordered_map<std::string, int> seen;
-  for (auto& id : ids_in(read_file(out))) ++seen[id];
+  for (auto& id : event_ids_in(read_file(out))) ++seen[id];
   std::size_t duplicates = 0;
   for (auto& id : ids) {
     ASSERT_TRUE(seen.count(id)) << "lost " << id;
@@ -296,7 +277,7 @@ TEST(ConsumeCli, SigkillAtRandomMomentsThenAFinalRunDeliversEveryMessage) {
   for (std::size_t i = 0; i < ids.size(); ++i) index[ids[i]] = i;
   std::unordered_map<std::string, std::size_t> first_pos;
   std::vector<std::size_t> order;
-  for (auto& id : ids_in(read_file(out)))
+  for (auto& id : event_ids_in(read_file(out)))
     if (first_pos.emplace(id, order.size()).second) order.push_back(index[id]);
   EXPECT_TRUE(std::is_sorted(order.begin(), order.end())) << "first deliveries out of log order";
 }

@@ -10,12 +10,9 @@
 // its stop signals (the first thing its main() does; before that, during fork, exec and dynamic
 // loading, no program can take a signal).
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,7 +26,9 @@
 #include <unordered_set>
 
 #include "cli_process.h"
+#include "hanging_webhook.h"
 #include "outpost/event.h"
+#include "wait_until.h"
 
 namespace outpost::testing {
 namespace {
@@ -40,34 +39,10 @@ constexpr int kCommitted = 20'000;
 constexpr int kKills = 20;
 constexpr int kBatch = 100;
 
-// Every event id in the sink file, in file order. Scans for "id":"<uuid>" rather than parsing
-// lines, because a relay killed in the middle of a write may leave a torn line that the next
-// batch is appended to; the ids in a torn line were not acked, so they are delivered again.
-std::vector<std::string> delivered_ids(const std::string& text) {
-  std::vector<std::string> ids;
-  const std::string marker = "\"id\":\"";
-  for (auto pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos)) {
-    pos += marker.size();
-    if (pos + 36 <= text.size() && text[pos + 36] == '"') ids.push_back(text.substr(pos, 36));
-  }
-  return ids;
-}
-
 std::uintmax_t size_of(const std::string& path) {
   std::error_code ec;
   auto n = std::filesystem::file_size(path, ec);
   return ec ? 0 : n;
-}
-
-// Waits until `condition` holds; false when `bound` passed first.
-template <typename F>
-bool wait_until(F&& condition, std::chrono::milliseconds bound) {
-  auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 // Whether process `pid` blocks SIGINT and SIGTERM (the SigBlk mask in /proc/PID/status).
@@ -178,7 +153,7 @@ TEST(CrashTest, SigkilledRelayLosesNothingAndDuplicatesAtMostOneBatchPerKill) {
   EXPECT_NE(stats.out.find("\"pending\":0"), std::string::npos) << stats.out;
   EXPECT_NE(stats.out.find("\"dead\":0"), std::string::npos) << stats.out;
 
-  auto ids = delivered_ids(read_file(sink_path));
+  auto ids = event_ids_in(read_file(sink_path));
   std::unordered_map<std::string, int> seen;
   for (const auto& id : ids) ++seen[id];
   ASSERT_EQ(int(committed.size()), kCommitted);
@@ -207,47 +182,6 @@ TEST(CrashTest, SigkilledRelayLosesNothingAndDuplicatesAtMostOneBatchPerKill) {
 
 namespace outpost::testing {
 namespace {
-
-// A webhook that accepts connections and reads requests but never answers: every POST to it
-// waits for the sink's timeout.
-class HangingWebhook {
- public:
-  HangingWebhook() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        ::listen(fd_, 64) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len))
-      throw std::runtime_error("cannot listen on 127.0.0.1");
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] {
-      for (;;) {
-        int c = ::accept(fd_, nullptr, nullptr);
-        if (c < 0) return;  // the listening socket was shut down
-        clients_.push_back(c);
-        char buf[4096];
-        if (::recv(c, buf, sizeof buf, 0) > 0) ++requests_;  // read, never answered
-      }
-    });
-  }
-  ~HangingWebhook() {
-    ::shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    for (int c : clients_) ::close(c);
-    ::close(fd_);
-  }
-  int port() const { return port_; }
-  int requests() const { return requests_.load(); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<int> requests_{0};
-  std::vector<int> clients_;  // accept thread only, then the destructor
-  std::thread thread_;
-};
 
 // Issue 10 defect 4: a relay stuck on a webhook that hangs stops promptly on SIGTERM. The bounds
 // are set against the configured timeouts, not machine speed: before the fix every event of

@@ -4,9 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <set>
 
 #include "cli_process.h"
+#include "hanging_webhook.h"
 #include "server_process.h"
 
 namespace outpost::testing {
@@ -22,29 +21,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-// A TCP port that accepts connections (the kernel's backlog) and never answers: an HTTP sink
-// pointed at it hangs in its request until its own timeout.
-class SilentPort {
- public:
-  SilentPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
-        ::listen(fd_, 16) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error("silent port: socket setup failed");
-    port_ = ntohs(a.sin_port);
-  }
-  ~SilentPort() { ::close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 // Runs the outpost binary with `args` as a user who may read but not write `dir` (nobody when
 // this test runs as root, who may write anything; else the caller, with `dir` made read-only).
@@ -189,9 +165,9 @@ TEST_F(SqliteCliTest, AFailingKeyDoesNotStopOtherKeys) {
 TEST_F(SqliteCliTest, ARelayKilledHoldingALeaseDoesNotStopOtherKeys) {
   a1_ = emit("A");
   // The relay leases A1 for ten minutes, hangs in the HTTP request, and is killed.
-  SilentPort silent;
+  HangingWebhook hangs_forever;
   std::string hangs =
-      "http://127.0.0.1:" + std::to_string(silent.port()) + "/hook?timeout_ms=600000";
+      "http://127.0.0.1:" + std::to_string(hangs_forever.port()) + "/hook?timeout_ms=600000";
   CliProcess relay({"relay", "--store", store(), "--sink", hangs, "--lease-ms", "600000"},
                    dir_ / "relay1.log");
   ASSERT_TRUE(eventually([&] { return stats().value("leased", -1) == 1; }, 30s))
