@@ -1,13 +1,7 @@
 -- ARGV: B, mode ('ids' or 'all'), limit, ids... Dead -> deleted.
 local bad = layout_error()
 if bad then return bad end
-local ids
-if ARGV[2] == 'all' then
-  ids = redis.call('ZRANGE', B .. 'v3:dead', 0, tonumber(ARGV[3]) - 1)
-else
-  ids = {}
-  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
-end
+local ids = dead_targets()
 local n = 0
 for _, id in ipairs(ids) do
   if redis.call('ZREM', B .. 'v3:dead', id) == 1 then

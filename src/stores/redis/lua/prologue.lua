@@ -87,6 +87,14 @@ local function drop_tails(keys, ids)
   end
   bulk('HDEL', B .. 'v3:tail', del)
 end
+-- The dead ids a retry or discard applies to (ARGV: B, mode, limit, ids...): mode 'all' takes
+-- the first `limit` dead events, else the ids ARGV[4..].
+local function dead_targets()
+  if ARGV[2] == 'all' then return redis.call('ZRANGE', B .. 'v3:dead', 0, tonumber(ARGV[3]) - 1) end
+  local ids = {}
+  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+  return ids
+end
 local function unlink_event(id, key)
   -- Usually leased; back in pending only after a lease recovery.
   if redis.call('ZREM', B .. 'v3:leased', id) == 0 then redis.call('ZREM', B .. 'v3:pending', id) end
