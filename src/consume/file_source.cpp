@@ -128,15 +128,7 @@ class FileSource final : public Source {
 }  // namespace
 
 std::unique_ptr<Source> open_file_source(const core::Url& u) {
-  std::string path;
-  if (u.hierarchical()) {
-    if (u.hosts().size() > 1 || (u.hosts().size() == 1 && u.hosts()[0].host != "localhost"))
-      throw ConfigError("bad URL '" + u.redacted() +
-                        "': file: URLs name a local path (file:PATH or file:///PATH), not a host");
-    path = "/" + u.path();
-  } else {
-    path = u.path();
-  }
+  std::string path = u.local_path();
   if (path.empty() || path == "/" || path == "-")
     throw ConfigError("bad URL '" + u.redacted() + "': file: needs a path, e.g. file:events.jsonl");
   u.reject_unknown();

@@ -177,6 +177,14 @@ std::string Url::host_list(std::uint16_t default_port) const {
   return out;
 }
 
+std::string Url::local_path() const {
+  if (!hierarchical_) return path_;
+  if (hosts_.size() > 1 || (hosts_.size() == 1 && hosts_[0].host != "localhost"))
+    throw ConfigError("bad URL '" + redacted() +
+                      "': file: URLs name a local path (file:PATH or file:///PATH), not a host");
+  return "/" + path_;
+}
+
 std::string Url::redacted() const {
   return redact_url(text_);
 }

@@ -44,6 +44,9 @@ class Url {
 
   // "host:port,host:port"
   std::string host_list(std::uint16_t default_port) const;
+  // The local path a file: URL names: file:PATH, file:///PATH or file://localhost/PATH ("" or
+  // "/" when it names none: the caller says what it needs). Throws ConfigError for another host.
+  std::string local_path() const;
   // The URL with every secret replaced by "***" (core/redact.h), for messages and logs.
   std::string redacted() const;
 

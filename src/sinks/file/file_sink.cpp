@@ -197,16 +197,7 @@ std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& /*
   auto u = core::Url::parse(url);
   if (u.scheme() != "file")
     throw ConfigError("bad URL '" + u.redacted() + "': scheme '" + u.scheme() + "' is not file:");
-  std::string path;
-  if (u.hierarchical()) {
-    // file:///abs/path or file://localhost/abs/path
-    if (u.hosts().size() > 1 || (u.hosts().size() == 1 && u.hosts()[0].host != "localhost"))
-      throw ConfigError("bad URL '" + u.redacted() +
-                        "': file: URLs name a local path (file:PATH or file:///PATH), not a host");
-    path = "/" + u.path();
-  } else {
-    path = u.path();
-  }
+  std::string path = u.local_path();  // file:PATH, file:///PATH, file://localhost/PATH
   if (path.empty() || path == "/")
     throw ConfigError("bad URL '" + u.redacted() + "': file: needs a path, e.g. file:out.jsonl");
   u.reject_unknown();
