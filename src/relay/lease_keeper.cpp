@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "guarded.h"
+
 namespace outpost::relay_detail {
 
 LeaseKeeper::LeaseKeeper(Store& store, Duration lease,
@@ -71,20 +73,9 @@ void LeaseKeeper::run() {
     renewing_ = true;
     lock.unlock();
     bool held = true;
-    std::string error;
-    try {
-      held = store_.renew(*batch, lease);
-    } catch (const std::exception& ex) {
-      error = ex.what();
-    } catch (...) {
-      error = "unknown exception";
-    }
-    if (!error.empty() && report_) {
-      try {
-        report_("lease renewal failed (will retry): " + error);
-      } catch (...) {
-      }
-    }
+    auto error = failure_of([&] { held = store_.renew(*batch, lease); });
+    if (error && report_)  // report_ must not throw; if it does, the keeper goes on regardless
+      failure_of([&] { report_("lease renewal failed (will retry): " + *error); });
     lock.lock();
     renewing_ = false;
     // disarm() waits for renewing_ to clear, so the entry is still there.
