@@ -236,6 +236,17 @@ TEST(HttpSink, SendsCloudEventsBinaryHeadersAndIdempotencyKey) {
   EXPECT_EQ(second->header("ce-id"), no_key.id.str());
 }
 
+// The User-Agent names the version the project is built as, not a number written into the code.
+TEST(HttpSink, UserAgentIsTheProjectVersion) {
+  HookServer server;
+  auto sink = open_http_sink(server.url());
+  std::vector<StoredEvent> batch = {make_event("k", 1)};
+  ASSERT_TRUE(sink->deliver(batch)[0].ok());
+  auto got = server.wait_for(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].header("user-agent"), std::string("outpost/") + OUTPOST_VERSION);
+}
+
 TEST(HttpSink, EventDataCannotInjectRequestHeaders) {
   HookServer server;
   auto sink = open_http_sink(server.url());

@@ -303,7 +303,8 @@ class HttpSink final : public Sink {
     curl_easy_setopt(h, CURLOPT_WRITEDATA, req);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, req->errbuf);
     curl_easy_setopt(h, CURLOPT_PRIVATE, req);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "outpost/0.1");
+    // OUTPOST_VERSION: the project version, from CMake (src/sinks/http/CMakeLists.txt).
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "outpost/" OUTPOST_VERSION);
 
     CURLMcode mc = curl_multi_add_handle(multi_.get(), h);
     if (mc != CURLM_OK) throw Error(ErrorCode::internal, "http", curl_multi_strerror(mc));
