@@ -16,31 +16,13 @@
 
 #include "cli.h"
 #include "consume.h"
+#include "error_log.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 
 namespace outpost::cli {
 namespace {
-
-// Failed deliveries can come by the thousand (a sink down): the first ones, then one in 1000.
-class ErrorLog {
- public:
-  explicit ErrorLog(bool quiet) : quiet_(quiet) {}
-  void operator()(const std::string& message) {
-    auto n = count_.fetch_add(1) + 1;
-    if (quiet_ || (n > 20 && n % 1000 != 0)) return;
-    std::lock_guard lock(mu_);
-    std::cerr << "outpost consume: " << message;
-    if (n > 20) std::cerr << " (" << n << " errors so far)";
-    std::cerr << "\n";
-  }
-
- private:
-  bool quiet_;
-  std::atomic<std::uint64_t> count_{0};
-  std::mutex mu_;
-};
 
 // The source as the daemon measures it: every read marks the loop alive (/readyz loop_alive),
 // also when the log has nothing new.
@@ -77,7 +59,7 @@ class TouchingSource final : public Source {
 };
 
 int run_consume(const ConsumeArgs& a) {
-  auto errors = std::make_shared<ErrorLog>(a.quiet);
+  auto errors = std::make_shared<ErrorLog>("outpost consume", a.quiet);
   ConsumeBridge bridge(a, [errors](const std::string& m) { (*errors)(m); });
   StopSignalWatcher watcher([&bridge](int, int) { bridge.stop(); });
   bridge.run();

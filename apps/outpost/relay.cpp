@@ -17,51 +17,19 @@
 #include <string>
 
 #include "cli.h"
+#include "error_log.h"
 #include "metrics.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/relay.h"
+#include "pipeline_options.h"
 
 namespace outpost::cli {
 namespace {
 
-struct RelayArgs {
-  std::string store;
-  std::string sink;
-  std::size_t batch = 100;
-  std::int64_t lease_ms = 30'000;
-  int max_attempts = 5;
-  std::int64_t backoff_base_ms = 100;
-  std::int64_t backoff_max_ms = 60'000;
-  std::size_t concurrency = 1;
-  bool unordered = false;
-  bool until_empty = false;
-  std::int64_t drain_timeout_ms = 0;
-  std::int64_t deliver_timeout_ms = 0;
+// The flags of `outpost relay` are the keys of a [[relay]] pipeline of `outpost run`.
+struct RelayArgs : PipelineConfig {
   std::string metrics;
-  bool quiet = false;
-};
-
-// Failed deliveries can come by the thousand (a sink down): print the first ones, then one in
-// every 1000, so the log stays readable and the relay is not slowed by its own stderr.
-class ErrorLog {
- public:
-  explicit ErrorLog(bool quiet) : quiet_(quiet) {}
-  void operator()(const std::string& message) {
-    auto n = count_.fetch_add(1) + 1;
-    if (quiet_) return;
-    if (n <= 20 || n % 1000 == 0) {
-      std::lock_guard lock(mu_);
-      std::cerr << "outpost relay: " << redact(message);
-      if (n > 20) std::cerr << " (" << n << " errors so far)";
-      std::cerr << "\n";
-    }
-  }
-
- private:
-  bool quiet_;
-  std::atomic<std::uint64_t> count_{0};
-  std::mutex mu_;
 };
 
 int run_relay(const RelayArgs& a) {
@@ -73,23 +41,10 @@ int run_relay(const RelayArgs& a) {
   signal(SIGPIPE, SIG_IGN);
 
   auto store = open_store(a.store);
-  SinkOptions sink_options;
-  sink_options.concurrency = a.concurrency;
-  sink_options.lease = Duration(a.lease_ms);
-  sink_options.backoff_max = Duration(a.backoff_max_ms);
-  auto sink = open_sink(a.sink, sink_options);
+  auto sink = open_sink(a.sink, sink_options(a));
 
-  RelayOptions options;
-  options.batch_size = a.batch;
-  options.lease = Duration(a.lease_ms);
-  options.max_attempts = a.max_attempts;
-  options.backoff_base = Duration(a.backoff_base_ms);
-  options.backoff_max = Duration(a.backoff_max_ms);
-  options.order = a.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
-  options.until_empty = a.until_empty;
-  options.drain_timeout = Duration(a.drain_timeout_ms);
-  options.deliver_timeout = Duration(a.deliver_timeout_ms);
-  auto errors = std::make_shared<ErrorLog>(a.quiet);
+  RelayOptions options = relay_options(a);
+  auto errors = std::make_shared<ErrorLog>("outpost relay", a.quiet);
   options.on_error = [errors](const std::string& m) { (*errors)(m); };
 
   Relay relay(*store, *sink, options);

@@ -35,6 +35,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "error_log.h"
 #ifdef OUTPOST_HAVE_CONSUME
 #include "consume.h"
 #endif
@@ -43,6 +44,7 @@
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/relay.h"
+#include "pipeline_options.h"
 
 namespace outpost::cli {
 namespace {
@@ -90,20 +92,6 @@ void log(const std::string& line, const std::string& pipeline = {},
   }
 }
 
-RelayOptions relay_options(const PipelineConfig& c) {
-  RelayOptions o;
-  o.batch_size = c.batch;
-  o.lease = Duration(c.lease_ms);
-  o.max_attempts = c.max_attempts;
-  o.backoff_base = Duration(c.backoff_base_ms);
-  o.backoff_max = Duration(c.backoff_max_ms);
-  o.order = c.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
-  o.until_empty = c.until_empty;
-  o.deliver_timeout = Duration(c.deliver_timeout_ms);
-  o.drain_timeout = Duration(c.drain_timeout_ms);
-  return o;
-}
-
 // URLs from the file are redacted like URLs given as flags.
 void register_secrets(const DaemonConfig& config) {
   for (const auto& r : config.relays) {
@@ -118,14 +106,12 @@ void register_secrets(const DaemonConfig& config) {
 }
 
 // Delivery errors can come by the thousand (a sink down): the first ones, then one in every
-// 1000, as `outpost relay` prints them.
+// 1000 (error_log.h), as `outpost relay` prints them, through the daemon's log.
 std::function<void(const std::string&)> error_log(const std::string& pipeline, bool quiet) {
   auto errors = std::make_shared<std::atomic<std::uint64_t>>(0);
   return [pipeline, quiet, errors](const std::string& m) {
     auto n = errors->fetch_add(1) + 1;
-    if (!quiet && (n <= 20 || n % 1000 == 0))
-      log(m + (n > 20 ? " (" + std::to_string(n) + " errors so far)" : ""), pipeline,
-          spdlog::level::warn);
+    if (!quiet && error_is_printed(n)) log(m + errors_so_far(n), pipeline, spdlog::level::warn);
   };
 }
 
@@ -192,11 +178,7 @@ class RelayPipeline final : public Pipeline {
  public:
   explicit RelayPipeline(const PipelineConfig& config) : Pipeline(config) {
     store_ = open_store(config.store);
-    SinkOptions sink_options;
-    sink_options.concurrency = config.concurrency;
-    sink_options.lease = Duration(config.lease_ms);
-    sink_options.backoff_max = Duration(config.backoff_max_ms);
-    sink_ = open_sink(config.sink, sink_options);
+    sink_ = open_sink(config.sink, sink_options(config));
     sink_name_ = std::string(sink_->name());
     timed_store_ = instrument_store(*store_, metrics_);
     timed_sink_ = instrument_sink(*sink_, metrics_);

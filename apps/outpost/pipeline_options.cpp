@@ -1,0 +1,27 @@
+#include "pipeline_options.h"
+
+namespace outpost::cli {
+
+RelayOptions relay_options(const PipelineConfig& c) {
+  RelayOptions o;
+  o.batch_size = c.batch;
+  o.lease = Duration(c.lease_ms);
+  o.max_attempts = c.max_attempts;
+  o.backoff_base = Duration(c.backoff_base_ms);
+  o.backoff_max = Duration(c.backoff_max_ms);
+  o.order = c.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
+  o.until_empty = c.until_empty;
+  o.deliver_timeout = Duration(c.deliver_timeout_ms);
+  o.drain_timeout = Duration(c.drain_timeout_ms);
+  return o;
+}
+
+SinkOptions sink_options(const PipelineConfig& c) {
+  SinkOptions o;
+  o.concurrency = c.concurrency;
+  o.lease = Duration(c.lease_ms);
+  o.backoff_max = Duration(c.backoff_max_ms);
+  return o;
+}
+
+}  // namespace outpost::cli
