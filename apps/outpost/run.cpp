@@ -28,18 +28,13 @@
 #include <thread>
 #include <variant>
 
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
-
-#include <nlohmann/json.hpp>
-
 #include "cli.h"
 #include "config.h"
-#include "error_log.h"
 #ifdef OUTPOST_HAVE_CONSUME
 #include "consume.h"
 #endif
 #include "instrument.h"
+#include "log.h"
 #include "metrics.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
@@ -57,41 +52,6 @@ void notify(const std::string& state) {
 #endif
 }
 
-// The daemon's log on stderr through spdlog: text ("outpost run: [pipeline] message"; journald
-// adds the time) or, with --log-format json / [log] format = "json", one JSON object per line:
-// {"ts":"...Z","level":"info","pipeline":"orders","msg":"..."}. Everything is redacted first;
-// payloads are never logged (delivery errors carry event ids and error text only).
-std::shared_ptr<spdlog::logger>& logger() {
-  static std::shared_ptr<spdlog::logger> l = [] {
-    auto out = std::make_shared<spdlog::logger>("outpost",
-                                                std::make_shared<spdlog::sinks::stderr_sink_mt>());
-    out->set_pattern("outpost run: %v");
-    out->flush_on(spdlog::level::trace);
-    return out;
-  }();
-  return l;
-}
-std::atomic<bool> json_logs{false};
-
-void set_log_format(const std::string& format) {
-  json_logs.store(format == "json");
-  if (format == "json")
-    logger()->set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ",%v})", spdlog::pattern_time_type::utc);
-}
-
-void log(const std::string& line, const std::string& pipeline = {},
-         spdlog::level::level_enum level = spdlog::level::info) {
-  std::string text = redact(line);
-  if (json_logs.load()) {
-    nlohmann::json fields{{"level", spdlog::level::to_string_view(level).data()}, {"msg", text}};
-    if (!pipeline.empty()) fields["pipeline"] = pipeline;
-    std::string object = fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    logger()->log(level, "{}", object.substr(1, object.size() - 2));  // inside the braces
-  } else {
-    logger()->log(level, "{}{}", pipeline.empty() ? "" : "[" + pipeline + "] ", text);
-  }
-}
-
 // URLs from the file are redacted like URLs given as flags.
 void register_secrets(const DaemonConfig& config) {
   for (const auto& r : config.relays) {
@@ -103,16 +63,6 @@ void register_secrets(const DaemonConfig& config) {
     add_secret_url(c.args.checkpoint);
     add_secret_url(c.args.sink);
   }
-}
-
-// Delivery errors can come by the thousand (a sink down): the first ones, then one in every
-// 1000 (error_log.h), as `outpost relay` prints them, through the daemon's log.
-std::function<void(const std::string&)> error_log(const std::string& pipeline, bool quiet) {
-  auto errors = std::make_shared<std::atomic<std::uint64_t>>(0);
-  return [pipeline, quiet, errors](const std::string& m) {
-    auto n = errors->fetch_add(1) + 1;
-    if (!quiet && error_is_printed(n)) log(m + errors_so_far(n), pipeline, spdlog::level::warn);
-  };
 }
 
 // One running pipeline on its own thread: a [[relay]] or a [[consume]]. Opened in the
@@ -453,74 +403,10 @@ void block_hangup() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-// On a terminal (text logs), one line every 10 s instead of silence:
-//   progress: orders 1520.3/s backlog 12 oldest 0.4s | payments 0.0/s backlog 0 dead 3
-class Progress {
- public:
-  explicit Progress(PipelineSource& source) : source_(source) {
-    thread_ = std::thread([this] { loop(); });
-  }
-  ~Progress() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  void loop() {
-    std::map<std::string, std::uint64_t> last;
-    auto last_time = std::chrono::steady_clock::now();
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return done_; })) {
-      auto now = std::chrono::steady_clock::now();
-      double secs = std::chrono::duration<double>(now - last_time).count();
-      last_time = now;
-      std::string line;
-      for (const auto& p : source_.pipelines()) {
-        std::optional<ConsumerStatus> consumer;
-        if (p.consumer) consumer = p.consumer->status();
-        auto delivered = p.relay    ? p.relay->counters().delivered
-                         : consumer ? consumer->counters.handled
-                                    : 0;
-        char rate[32];
-        auto before = last[p.name];  // a pipeline restarted by a reload counts from 0 again
-        std::snprintf(rate, sizeof rate, "%.1f/s",
-                      double(delivered >= before ? delivered - before : delivered) / secs);
-        last[p.name] = delivered;
-        line += (line.empty() ? "" : " | ") + p.name + " " + rate;
-        if (consumer) {
-          line += consumer->lag ? " lag " + std::to_string(*consumer->lag) : " lag ?";
-          if (consumer->dead.value_or(0)) line += " dead " + std::to_string(*consumer->dead);
-          continue;
-        }
-        if (!p.store) continue;
-        try {
-          auto s = p.store->stats();
-          char age[32];
-          std::snprintf(age, sizeof age, "%.1fs", double(s.oldest_pending_age.count()) / 1000.0);
-          line += " backlog " + std::to_string(s.pending) + " oldest " + age;
-          if (s.dead) line += " dead " + std::to_string(s.dead);
-        } catch (const std::exception&) {
-          line += " store unavailable";
-        }
-      }
-      log("progress: " + line);
-    }
-  }
-  PipelineSource& source_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
-  std::thread thread_;
-};
-
 int run_daemon(const std::string& file, const std::string& log_format) {
   block_hangup();  // before any thread: only the watcher takes SIGHUP
   DaemonConfig config = load_config(file);
-  set_log_format(log_format.empty() ? config.log_format : log_format);
+  set_log_format("outpost run", log_format.empty() ? config.log_format : log_format);
   register_secrets(config);
   Daemon daemon(config);
   daemon.start();
@@ -549,7 +435,7 @@ int run_daemon(const std::string& file, const std::string& log_format) {
   });
   HangupWatcher hangup([&daemon] { daemon.reload(); });
   std::optional<Progress> progress;
-  if (!json_logs.load() && ::isatty(STDERR_FILENO)) progress.emplace(daemon);
+  if (Progress::wanted()) progress.emplace(daemon);
   daemon.wait();
   progress.reset();
   daemon.join_all();

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <poll.h>
+#include <pty.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -465,6 +467,90 @@ TEST_F(DaemonTest, EveryConsumeFlagIsAConfigKey) {
     auto r = run_cli({"check", "--config", file});
     EXPECT_EQ(r.err.find("unknown key"), std::string::npos) << "--" << f << ": " << r.err;
   }
+}
+// Runs OUTPOST_BIN with `args` on a pseudo-terminal (stdout and stderr are a tty, as in an
+// operator's shell) with `env` set; returns everything it wrote once it exited.
+std::string run_on_terminal(const std::vector<std::string>& args,
+                            const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::string> argv{OUTPOST_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  int master = -1;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) throw std::runtime_error("forkpty failed");
+  if (pid == 0) {
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    ::execv(cargs[0], cargs.data());
+    ::_exit(127);
+  }
+  std::string out;
+  char buf[4096];
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      auto n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // EIO: the child closed the terminal (exited)
+      out.append(buf, std::size_t(n));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+  }
+  ::waitpid(pid, nullptr, 0);
+  ::close(master);
+  return out;
+}
+
+// `outpost consume` on a terminal prints the daemon's progress line (delivered/s, lag) instead of
+// silence; the interval is OUTPOST_PROGRESS_INTERVAL_MS here so the test takes a second.
+TEST_F(DaemonTest, ConsumeOnATerminalPrintsAProgressLine) {
+  emit(dir_ / "a.db", 5);
+  auto r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink",
+                    "file:" + dir_ / "log.jsonl", "--until-empty"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto out = run_on_terminal(
+      {"consume", "--from", "file:" + dir_ / "log.jsonl", "--group", "g", "--checkpoint",
+       "sqlite:" + dir_ / "c.db", "--sink", "file:" + dir_ / "copy.jsonl", "--until-idle", "2000"},
+      {{"OUTPOST_PROGRESS_INTERVAL_MS", "100"}});
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(outpost consume: progress: g \d+\.\d/s lag 0)")))
+      << out;
+  EXPECT_NE(out.find("outpost consume: read 5, delivered 5"), std::string::npos) << out;
+  // Not on a terminal: no progress line.
+  r = run_cli({"consume", "--from", "file:" + dir_ / "log.jsonl", "--group", "g2", "--checkpoint",
+               "sqlite:" + dir_ / "c.db", "--sink", "file:" + dir_ / "copy2.jsonl", "--until-idle",
+               "500"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("progress:"), std::string::npos) << r.err;
+}
+
+// outpost consume --log-format json: one JSON object per line (ts, level, msg), delivery errors
+// with event ids and error text, never the payload.
+TEST_F(DaemonTest, ConsumeJsonLogsAreOneObjectPerLineWithoutPayloads) {
+  auto r = run_cli({"emit", "--store", "sqlite:" + dir_ / "a.db", "--type", "t", "--payload",
+                    "{\"card\":\"4111-secret-payload\"}"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink",
+               "file:" + dir_ / "log.jsonl", "--until-empty"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli({"consume", "--from", "file:" + dir_ / "log.jsonl", "--group", "g", "--checkpoint",
+               "sqlite:" + dir_ / "c.db", "--sink", "http://127.0.0.1:1/x", "--max-attempts", "1",
+               "--until-idle", "300", "--log-format", "json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto lines = lines_of(r.err);
+  ASSERT_GE(lines.size(), 2u) << r.err;
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.rfind("{\"ts\":\"", 0), 0u) << line;
+    EXPECT_EQ(line.back(), '}') << line;
+    EXPECT_NE(line.find("\"level\":"), std::string::npos) << line;
+    EXPECT_NE(line.find("\"msg\":"), std::string::npos) << line;
+  }
+  EXPECT_NE(r.err.find("\"level\":\"warning\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("parked 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("4111-secret-payload"), std::string::npos) << r.err;
 }
 #endif
 
