@@ -367,6 +367,12 @@ TEST(PostgresStore, ASettlementCountedStaysWhenALaterOneFails) {
 // again: wait_for_work must report it, not take it for a timeout and spin until its deadline.
 TEST(PostgresStore, WaitForWorkReportsAFailingPoll) {
   REQUIRE_PG();
+#if defined(__SANITIZE_ADDRESS__)
+  // UBSan's vptr check reads the exception's memory through a pipe (IsAccessibleMemoryRange);
+  // with RLIMIT_NOFILE at 1 it cannot make one and reports a false "invalid vptr". The plain
+  // build of scripts/test runs this test.
+  GTEST_SKIP() << "needs file descriptors the sanitizer runtime takes";
+#endif
   std::string table = testing::unique_name("poll_");
   auto store = open_postgres_store(with_table(shared_url(), table));
   // The first wait connects the LISTEN connection and returns; wait until a wait really blocks.
