@@ -11,24 +11,16 @@
 #include "consume/sources.h"
 #include "outpost/error.h"
 #include "outpost/json.h"
+#include "sinks/redis_stream/redis_stream_common.h"
 
 namespace outpost::consume {
 namespace {
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const noexcept { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using redis_stream::ContextPtr;
+using redis_stream::ReplyPtr;
 
-struct Config {
-  std::string host, user, password, stream, where;
-  int port = 6379;
-  int db = 0;
-  Duration timeout{10'000};
+struct Config : redis_stream::Endpoint {
+  std::string stream;
 };
 
 std::string str(const redisReply* r) {
@@ -131,18 +123,8 @@ class RedisStreamSource final : public Source {
   // Error(backend) on an error reply. `extra` lengthens the socket timeout (blocking reads).
   ReplyPtr command(const std::vector<std::string>& args, Duration extra) {
     if (!ctx_) connect();
-    auto total = c_.timeout + extra;
-    timeval tv{static_cast<time_t>(total.count() / 1000),
-               static_cast<suseconds_t>((total.count() % 1000) * 1000)};
-    redisSetTimeout(ctx_.get(), tv);
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    ReplyPtr r(static_cast<redisReply*>(
-        redisCommandArgv(ctx_.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+    redisSetTimeout(ctx_.get(), redis_stream::to_timeval(c_.timeout + extra));
+    ReplyPtr r = redis_stream::run_command(ctx_.get(), args);
     if (!r) {
       std::string why = ctx_->errstr;
       ctx_.reset();
@@ -155,9 +137,8 @@ class RedisStreamSource final : public Source {
   }
 
   void connect() {
-    timeval tv{static_cast<time_t>(c_.timeout.count() / 1000),
-               static_cast<suseconds_t>((c_.timeout.count() % 1000) * 1000)};
-    ContextPtr ctx(redisConnectWithTimeout(c_.host.c_str(), c_.port, tv));
+    ContextPtr ctx(
+        redisConnectWithTimeout(c_.host.c_str(), c_.port, redis_stream::to_timeval(c_.timeout)));
     if (!ctx || ctx->err)
       throw ConnectionError("redis-stream", "cannot connect to " + c_.where + ": " +
                                                 (ctx ? ctx->errstr : "out of memory"));
@@ -189,21 +170,12 @@ std::unique_ptr<Source> open_redis_stream_source(const core::Url& url) {
   auto bad = [&](const std::string& what) {
     return ConfigError("redis-stream source URL " + c.where + ": " + what, "redis-stream");
   };
-  if (url.hosts().size() != 1 || url.hosts().front().host.empty())
-    throw bad("exactly one host:port expected");
-  c.host = url.hosts().front().host;
-  c.port = url.hosts().front().port ? url.hosts().front().port : 6379;
-  c.user = url.user();
-  c.password = url.password();
+  redis_stream::read_endpoint(url, Duration{10'000}, c, bad);
   c.stream = url.path();
   if (c.stream.empty()) throw bad("stream name (the URL path) missing");
   if (c.stream.find('{') != std::string::npos)
     throw bad("a consumer reads one stream: '{type}' templates are for the sink");
-  c.db = static_cast<int>(url.int_param("db", 0, 1'000'000).value_or(0));
-  c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(10'000)};
-  // The sink's own parameters, so one URL serves relay and consumer alike.
-  url.int_param("maxlen", 0, std::int64_t{1} << 40);
-  url.int_param("trim_every", 1, std::int64_t{1} << 40);
+  redis_stream::read_trimming(url);  // the sink's own parameters: one URL serves relay and consumer
   url.reject_unknown();
   return std::make_unique<RedisStreamSource>(std::move(c));
 }

@@ -24,18 +24,13 @@
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#include "sinks/redis_stream/redis_stream_common.h"
 
 namespace outpost {
 namespace {
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using redis_stream::ContextPtr;
+using redis_stream::ReplyPtr;
 
 // KEYS: stream, checkpoint registry. ARGV: maxlen, largest number of entries to inspect.
 // Removes entries only below both the maxlen cut and every registered consumer's oldest unread
@@ -77,16 +72,10 @@ end
 return redis.call('XTRIM', stream, 'MINID', '~', string.format('%.0f-%.0f', t_ms, t_seq))
 )lua";
 
-struct RedisStreamConfig {
-  std::string host;
-  int port = 6379;
-  std::string user, password;
-  int db = 0;
+struct RedisStreamConfig : redis_stream::Endpoint {
   std::string stream_template;
   std::int64_t maxlen = 0;
   std::int64_t trim_every = 0;
-  Duration timeout{10'000};
-  std::string where;  // redacted URL for messages
 };
 
 class RedisStreamSink final : public Sink {
@@ -232,21 +221,13 @@ class RedisStreamSink final : public Sink {
 
   // Returns an error text, empty on success.
   std::string connect() {
-    timeval tv{static_cast<time_t>(config_.timeout.count() / 1000),
-               static_cast<suseconds_t>((config_.timeout.count() % 1000) * 1000)};
+    const timeval tv = redis_stream::to_timeval(config_.timeout);
     ContextPtr ctx(redisConnectWithTimeout(config_.host.c_str(), config_.port, tv));
     if (!ctx) return "redis-stream " + host_port() + ": out of memory";
     if (ctx->err) return "redis-stream connect " + host_port() + ": " + ctx->errstr;
     redisSetTimeout(ctx.get(), tv);
-    auto command = [&](std::vector<std::string> args) -> std::string {
-      std::vector<const char*> argv;
-      std::vector<size_t> lens;
-      for (auto& a : args) {
-        argv.push_back(a.c_str());
-        lens.push_back(a.size());
-      }
-      ReplyPtr r(static_cast<redisReply*>(
-          redisCommandArgv(ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+    auto command = [&](const std::vector<std::string>& args) -> std::string {
+      ReplyPtr r = redis_stream::run_command(ctx.get(), args);
       if (!r) return std::string(ctx->errstr);
       if (r->type == REDIS_REPLY_ERROR) return std::string(r->str, r->len);
       return {};
@@ -299,19 +280,12 @@ std::unique_ptr<Sink> open_redis_stream_sink(std::string_view text, const SinkOp
     return ConfigError("redis-stream sink URL " + c.where + ": " + what, "redis-stream");
   };
   if (url.scheme() != "redis-stream") throw bad("scheme must be redis-stream://");
-  if (url.hosts().size() != 1 || url.hosts().front().host.empty())
-    throw bad("exactly one host:port expected");
-  c.host = url.hosts().front().host;
-  c.port = url.hosts().front().port ? url.hosts().front().port : 6379;
-  c.user = url.user();
-  c.password = url.password();
+  redis_stream::read_endpoint(url, options.timeout, c, bad);
   c.stream_template = url.path();
   if (c.stream_template.empty()) throw bad("stream name (the URL path) missing");
-  c.db = static_cast<int>(url.int_param("db", 0, 1'000'000).value_or(0));
-  c.maxlen = url.int_param("maxlen", 0, std::int64_t{1} << 40).value_or(0);
-  c.trim_every = url.int_param("trim_every", 1, std::int64_t{1} << 40)
-                     .value_or(std::max<std::int64_t>(c.maxlen / 10, 100));
-  c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(options.timeout.count())};
+  const auto trimming = redis_stream::read_trimming(url);
+  c.maxlen = trimming.maxlen;
+  c.trim_every = trimming.trim_every;
   url.reject_unknown();
   return std::make_unique<RedisStreamSink>(std::move(c));
 }
