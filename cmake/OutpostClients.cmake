@@ -45,9 +45,10 @@ function(outpost_find_client component found_var)
     if(NOT TARGET PostgreSQL::PostgreSQL)
       find_package(PostgreSQL QUIET)
     endif()
-    # Broker sources (redis-stream://, kafka://) when their client was found at build time.
+    # Broker sources (redis-stream://, kafka://, nats://) when their client was found at build time.
     outpost_find_client(redis_stream _outpost_unused)
     outpost_find_client(kafka _outpost_unused)
+    outpost_find_client(nats _outpost_unused)
   endif()
   if(target AND NOT TARGET ${target})
     set(${found_var} FALSE PARENT_SCOPE)

@@ -207,7 +207,10 @@ Runner add_consume_command(CLI::App& root) {
       "Read a log (file:, ...) from the group's checkpoint and deliver to a sink; the inbox\n"
       "skips ids already delivered; checkpoint and inbox commit after the sink confirms.\n"
       "Runs until SIGTERM/SIGINT (then finishes the batch in flight) or --until-idle.");
-  sub->add_option("--from", a->from, "Log URL (file:PATH)")->required();
+  sub->add_option(
+         "--from", a->from,
+         "Log URL (file:PATH, redis-stream://..., kafka://...?group=G, nats://...?stream=S)")
+      ->required();
   sub->add_option("--group", a->group, "Consumer group name (checkpoint, inbox, dead letters)")
       ->required();
   sub->add_option("--checkpoint", a->checkpoint,

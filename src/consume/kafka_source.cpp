@@ -13,9 +13,9 @@
 #include <set>
 #include <thread>
 
+#include "consume/message.h"
 #include "consume/sources.h"
 #include "outpost/error.h"
-#include "outpost/json.h"
 
 namespace outpost::consume {
 namespace {
@@ -154,7 +154,6 @@ class KafkaSource final : public Source {
  private:
   Message to_message(const rd_kafka_message_t* m) {
     Message msg;
-    if (m->key) msg.event.key.assign(static_cast<const char*>(m->key), m->key_len);
     if (m->payload) msg.event.payload.assign(static_cast<const char*>(m->payload), m->len);
     rd_kafka_headers_t* hdrs = nullptr;
     std::string id_text;
@@ -162,25 +161,18 @@ class KafkaSource final : public Source {
       const char* name;
       const void* value;
       size_t size;
-      for (size_t i = 0; !rd_kafka_header_get_all(hdrs, i, &name, &value, &size); ++i) {
-        std::string n = name, v = value ? std::string(static_cast<const char*>(value), size) : "";
-        if (n == "outpost-id" || (n == "ce-id" && id_text.empty()))
-          id_text = v;
-        else if (n == "ce-type")
-          msg.event.type = v;
-        else if (n == "ce-time") {
-          if (auto t = parse_rfc3339(v)) msg.event.occurred_at = *t;
-        } else if (n.rfind("ce-", 0) == 0 && n != "ce-specversion" && n != "ce-source" &&
-                   n != "ce-partitionkey" && n != "ce-id")
-          msg.event.headers[n.substr(3)] = v;
-      }
+      for (size_t i = 0; !rd_kafka_header_get_all(hdrs, i, &name, &value, &size); ++i)
+        apply_cloudevents_header(
+            msg, name,
+            value ? std::string_view(static_cast<const char*>(value), size) : std::string_view(),
+            id_text);
     }
-    if (auto id = EventId::parse(id_text)) msg.event.id = *id;
+    // The message key is the event key (ce-partitionkey carries the same).
+    if (m->key) msg.event.key.assign(static_cast<const char*>(m->key), m->key_len);
     msg.position = format_offsets(next_);
-    if (msg.event.type.empty() || msg.event.id.is_nil())
-      msg.parse_error = "not an outpost event: partition " + std::to_string(m->partition) +
-                        " offset " + std::to_string(m->offset) + " has no ce-type or event id";
-    msg.raw = to_json(msg.event);
+    finish_cloudevents_message(
+        msg, id_text,
+        "partition " + std::to_string(m->partition) + " offset " + std::to_string(m->offset));
     return msg;
   }
 

@@ -18,4 +18,30 @@ Message decode_message(std::string raw, std::string position) {
   return m;
 }
 
+void apply_cloudevents_header(Message& m, std::string_view name, std::string_view value,
+                              std::string& id_text) {
+  if (name == "outpost-id" || (name == "ce-id" && id_text.empty())) {
+    id_text = value;
+  } else if (name == "ce-type") {
+    m.event.type = value;
+  } else if (name == "ce-time") {
+    if (auto t = parse_rfc3339(value)) m.event.occurred_at = *t;
+  } else if (name == "ce-partitionkey") {
+    m.event.key = value;
+  } else if (name == "content-type") {
+    // The payload's kind; application/json is what an event without the header means.
+    if (value != "application/json") m.event.headers[std::string(header::kContentType)] = value;
+  } else if (name.starts_with("ce-") && name != "ce-specversion" && name != "ce-source" &&
+             name != "ce-id") {
+    m.event.headers[std::string(name.substr(3))] = value;
+  }
+}
+
+void finish_cloudevents_message(Message& m, const std::string& id_text, const std::string& where) {
+  if (auto id = EventId::parse(id_text)) m.event.id = *id;
+  if (m.event.type.empty() || m.event.id.is_nil())
+    m.parse_error = "not an outpost event: " + where + " has no ce-type or event id";
+  m.raw = to_json(m.event);
+}
+
 }  // namespace outpost::consume

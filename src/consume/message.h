@@ -3,6 +3,7 @@
 // the JSON a broker source builds from an entry's fields); one decoder for all of them.
 
 #include <string>
+#include <string_view>
 
 #include "outpost/consumer.h"
 
@@ -10,5 +11,15 @@ namespace outpost::consume {
 
 // Never throws: a message that is not an outpost event gets `parse_error` set.
 Message decode_message(std::string raw, std::string position);
+
+// The broker sinks send an event as CloudEvents binary-mode headers (core/cloudevents.h) with
+// the payload as the body; the Kafka and NATS sources read it back through these two, so both
+// map every header the same way. Call apply_cloudevents_header for each header of the message
+// (the event id text collects in `id_text`: `outpost-id` wins over `ce-id`), then
+// finish_cloudevents_message, which sets the id, `parse_error` (`where` names the message) and
+// `raw` (the event's JSON, for dead letters).
+void apply_cloudevents_header(Message& m, std::string_view name, std::string_view value,
+                              std::string& id_text);
+void finish_cloudevents_message(Message& m, const std::string& id_text, const std::string& where);
 
 }  // namespace outpost::consume

@@ -1,5 +1,6 @@
 #include "consume/schema.h"
 
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -10,8 +11,10 @@ namespace outpost::consume {
 namespace {
 
 // (connection, table) pairs known to exist. A pointer can be reused by a later connection to
-// another database; then the first statement fails with "no such table" and the caller's
-// transaction rolls back — tables are not dropped under running consumers in practice.
+// another database: the checkpoint store's connections forget theirs when they close
+// (forget_tables_of); a user's own connection passed to the Inbox cannot tell us, so a new one
+// at an old address whose database lacks the table fails its first statement with "no such
+// table" (the caller's transaction rolls back).
 std::mutex known_mu;
 std::set<std::pair<void*, std::string>> known;  // guarded by known_mu
 
@@ -49,6 +52,12 @@ void create(const SqlTx& tx, const std::string& table, const std::string& ddl) {
 }
 
 }  // namespace
+
+void forget_tables_of(void* native) noexcept {
+  std::lock_guard lock(known_mu);
+  for (auto it = known.begin(); it != known.end();)
+    it = it->first == native ? known.erase(it) : std::next(it);
+}
 
 void ensure_inbox_table(const SqlTx& tx, const std::string& t) {
   std::string without_rowid = tx.dialect() == Dialect::sqlite ? " WITHOUT ROWID" : "";

@@ -15,5 +15,8 @@ namespace outpost::consume {
 void ensure_inbox_table(const SqlTx& tx, const std::string& table);
 // Creates <prefix>_checkpoints and <prefix>_dead.
 void ensure_consumer_tables(const SqlTx& tx, const std::string& prefix);
+// The connection `native` (sqlite3*, PGconn*) is closing: forget the tables seen on it, since
+// a later connection may get the same address (the checkpoint store's connections call this).
+void forget_tables_of(void* native) noexcept;
 
 }  // namespace outpost::consume

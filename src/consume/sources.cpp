@@ -7,7 +7,17 @@
 namespace outpost {
 
 std::vector<std::string> source_schemes() {
-  return {"file"};
+  std::vector<std::string> schemes{"file"};
+#ifdef OUTPOST_CONSUME_HAVE_REDIS
+  schemes.push_back("redis-stream");
+#endif
+#ifdef OUTPOST_CONSUME_HAVE_KAFKA
+  schemes.push_back("kafka");
+#endif
+#ifdef OUTPOST_CONSUME_HAVE_NATS
+  schemes.push_back("nats");
+#endif
+  return schemes;
 }
 
 std::unique_ptr<Source> open_source(std::string_view text) {
@@ -18,6 +28,9 @@ std::unique_ptr<Source> open_source(std::string_view text) {
 #endif
 #ifdef OUTPOST_CONSUME_HAVE_KAFKA
   if (url.scheme() == "kafka") return consume::open_kafka_source(url);
+#endif
+#ifdef OUTPOST_CONSUME_HAVE_NATS
+  if (url.scheme() == "nats") return consume::open_nats_source(url);
 #endif
   std::string list;
   for (const auto& s : source_schemes()) list += (list.empty() ? "" : ", ") + s;

@@ -13,5 +13,7 @@ std::unique_ptr<Source> open_file_source(const core::Url& url);
 std::unique_ptr<Source> open_redis_stream_source(const core::Url& url);
 // Defined only when librdkafka was found (OUTPOST_CONSUME_HAVE_KAFKA).
 std::unique_ptr<Source> open_kafka_source(const core::Url& url);
+// Defined only when cnats was found (OUTPOST_CONSUME_HAVE_NATS).
+std::unique_ptr<Source> open_nats_source(const core::Url& url);
 
 }  // namespace outpost::consume

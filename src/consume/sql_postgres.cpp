@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "consume/schema.h"
 #include "consume/sql.h"
 #include "outpost/error.h"
 
@@ -105,7 +106,10 @@ class PostgresConnection final : public SqlConnection {
     PQsetNoticeProcessor(
         conn_.get(), [](void*, const char*) {}, nullptr);
   }
-  ~PostgresConnection() override { rollback(); }
+  ~PostgresConnection() override {
+    rollback();
+    forget_tables_of(conn_.get());
+  }
 
   SqlTx begin() override {
     // A server restart breaks the connection: reconnect once per transaction attempt.

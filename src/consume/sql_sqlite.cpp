@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "consume/schema.h"
 #include "consume/sql.h"
 #include "outpost/error.h"
 
@@ -107,7 +108,10 @@ class SqliteConnection final : public SqlConnection {
     if (path != ":memory:") sqlite_script(raw, "PRAGMA journal_mode=WAL");
     sqlite_script(raw, "PRAGMA synchronous=NORMAL");
   }
-  ~SqliteConnection() override { rollback(); }
+  ~SqliteConnection() override {
+    rollback();
+    forget_tables_of(db_.get());
+  }
 
   SqlTx begin() override {
     sqlite_script(db_.get(), "BEGIN IMMEDIATE");

@@ -288,6 +288,23 @@ TEST_P(ConsumerTest, AGroupIsBoundToTheLogItReads) {
 INSTANTIATE_TEST_SUITE_P(Stores, ConsumerTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& info) { return info.param; });
 
+// A store opened after another was closed may get the same connection address; it must still
+// create its tables (the "tables seen" cache once keyed on the address alone).
+TEST(ConsumerConfig, EachNewStoreCreatesItsTablesAlsoAtAReusedAddress) {
+  std::string log = testing::temp_dir() + "/" + unique_name("reuse") + ".jsonl";
+  std::ofstream(log) << to_json(StoredEvent{Event::make("t", "{}"), 0, 0}) << "\n";
+  for (int i = 0; i < 6; ++i) {
+    auto path = testing::temp_dir() + "/" + unique_name("reuse") + ".db";
+    auto store = open_checkpoint_store("sqlite:" + path);
+    auto source = open_source("file:" + log);
+    ConsumerOptions o;
+    o.group = "g";
+    o.poll = 10ms;
+    Consumer c(*source, *store, o);
+    EXPECT_NO_THROW(c.run_once([](ConsumerBatch&) {})) << "store " << i;
+  }
+}
+
 TEST(ConsumerConfig, BadUrlsAndOptionsNameTheProblem) {
   EXPECT_THROW(open_source("kafkaa://x/t"), ConfigError);
   EXPECT_THROW(open_source("file:"), ConfigError);

@@ -1,0 +1,257 @@
+// The NATS JetStream source (`nats://host:port[,host:port]/SUBJECT?stream=NAME`, cnats): the
+// messages the NATS sink published (payload as body, CloudEvents headers, Nats-Msg-Id = event
+// id). The position is the stream sequence of the last message consumed. Reading is an
+// ephemeral pull consumer with no acks, started at the checkpoint's next sequence: the
+// checkpoint table is the only record of progress (nothing is acknowledged to the server), so
+// a restarted or re-seeked source simply creates a new one. A SUBJECT with the sink's `{type}`
+// template reads the subjects it renders to (`orders.{type}` -> `orders.>`), so one URL serves
+// relay and consumer.
+
+#include <nats/nats.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <memory>
+
+#include "consume/message.h"
+#include "consume/sources.h"
+#include "core/sink_batch.h"
+#include "outpost/error.h"
+
+namespace outpost::consume {
+namespace {
+
+struct ConnectionDeleter {
+  void operator()(natsConnection* nc) const noexcept { natsConnection_Destroy(nc); }
+};
+struct JsDeleter {
+  void operator()(jsCtx* js) const noexcept { jsCtx_Destroy(js); }
+};
+struct OptionsDeleter {
+  void operator()(natsOptions* o) const noexcept { natsOptions_Destroy(o); }
+};
+struct SubscriptionDeleter {
+  void operator()(natsSubscription* s) const noexcept {
+    natsSubscription_Unsubscribe(s);  // deletes the ephemeral consumer on the server now
+    natsSubscription_Destroy(s);
+  }
+};
+struct ConsumerInfoDeleter {
+  void operator()(jsConsumerInfo* ci) const noexcept { jsConsumerInfo_Destroy(ci); }
+};
+struct MetaDeleter {
+  void operator()(jsMsgMetaData* m) const noexcept { jsMsgMetaData_Destroy(m); }
+};
+struct MsgListGuard {
+  natsMsgList list{};
+  ~MsgListGuard() { natsMsgList_Destroy(&list); }
+};
+
+struct Config {
+  std::vector<std::string> servers;
+  std::string user, password, subject, stream, where;
+  Duration timeout{10'000};
+};
+
+std::string status_text(natsStatus s) {
+  std::string text = natsStatus_GetText(s);
+  const char* last = nats_GetLastError(nullptr);
+  if (last && *last && text != last) text += std::string(": ") + last;
+  return text;
+}
+
+std::uint64_t parse_sequence(const std::string& text) {
+  if (text.empty()) return 0;
+  std::uint64_t seq = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seq);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw ConfigError("nats source: checkpoint '" + text + "' is not a stream sequence", "nats");
+  return seq;
+}
+
+// An ephemeral, ack-less pull consumer of `c.stream` filtered to `c.subject`, from `start`.
+void init_consumer_config(jsConsumerConfig& cc, const Config& c, std::uint64_t start) {
+  jsConsumerConfig_Init(&cc);
+  cc.AckPolicy = js_AckNone;
+  cc.FilterSubject = c.subject.c_str();
+  cc.DeliverPolicy = start > 1 ? js_DeliverByStartSequence : js_DeliverAll;
+  if (start > 1) cc.OptStartSeq = start;
+  // A killed process leaves its consumer behind; the server drops it after this long without
+  // pull requests (a live source pulls at least every poll interval).
+  cc.InactiveThreshold = std::int64_t{60} * 1'000'000'000;
+}
+
+class NatsSource final : public Source {
+ public:
+  explicit NatsSource(Config c) : c_(std::move(c)) {}
+  ~NatsSource() override {
+    sub_.reset();
+    js_.reset();
+    nc_.reset();
+  }
+
+  std::string_view name() const override { return "nats"; }
+  std::string url() const override { return c_.where; }
+
+  void seek(const std::string& position) override {
+    next_ = parse_sequence(position) + 1;
+    sub_.reset();
+  }
+
+  std::vector<Message> read(std::size_t max, Duration wait) override {
+    if (!sub_) subscribe();
+    MsgListGuard got;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = natsSubscription_Fetch(&got.list, sub_.get(), static_cast<int>(max),
+                                          std::max<std::int64_t>(wait.count(), 1), &jerr);
+    std::vector<Message> out;
+    if (s == NATS_TIMEOUT && got.list.Count == 0) return out;
+    if (s != NATS_OK && got.list.Count == 0) {
+      // The consumer may be gone (server restart, inactivity): the next read makes a new one
+      // at the same sequence.
+      sub_.reset();
+      throw ConnectionError("nats", c_.where + ": fetch: " + status_text(s));
+    }
+    out.reserve(static_cast<std::size_t>(got.list.Count));
+    for (int i = 0; i < got.list.Count; ++i) {
+      Message m = to_message(got.list.Msgs[i]);
+      if (m.position.empty()) continue;  // not a stream message (a status reply)
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
+  std::optional<std::int64_t> lag(const std::string& position) override {
+    // The messages matching the subject after `position`: what a consumer created there would
+    // have pending (the stream's own counts include other subjects).
+    if (!js_) connect();
+    jsConsumerConfig cc;
+    init_consumer_config(cc, c_, parse_sequence(position) + 1);
+    jsConsumerInfo* raw = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    if (js_AddConsumer(&raw, js_.get(), c_.stream.c_str(), &cc, nullptr, &jerr) != NATS_OK)
+      return std::nullopt;
+    std::unique_ptr<jsConsumerInfo, ConsumerInfoDeleter> ci(raw);
+    auto pending = static_cast<std::int64_t>(ci->NumPending);
+    js_DeleteConsumer(js_.get(), c_.stream.c_str(), ci->Name, nullptr, nullptr);
+    return pending;
+  }
+
+ private:
+  void connect() {
+    natsOptions* raw_opts = nullptr;
+    if (natsOptions_Create(&raw_opts) != NATS_OK)
+      throw ConnectionError("nats", c_.where + ": out of memory");
+    std::unique_ptr<natsOptions, OptionsDeleter> opts(raw_opts);
+    std::vector<const char*> servers;
+    for (auto& s : c_.servers) servers.push_back(s.c_str());
+    natsOptions_SetServers(opts.get(), servers.data(), static_cast<int>(servers.size()));
+    if (!c_.user.empty() || !c_.password.empty())
+      natsOptions_SetUserInfo(opts.get(), c_.user.c_str(), c_.password.c_str());
+    natsOptions_SetTimeout(opts.get(), c_.timeout.count());
+    natsOptions_SetAllowReconnect(opts.get(), true);
+    natsOptions_SetMaxReconnect(opts.get(), -1);
+    natsOptions_SetReconnectWait(opts.get(), 250);
+    natsConnection* nc = nullptr;
+    natsStatus s = natsConnection_Connect(&nc, opts.get());
+    if (s != NATS_OK)
+      throw ConnectionError("nats", "cannot connect to " + c_.where + ": " + status_text(s));
+    nc_.reset(nc);
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = c_.timeout.count();
+    jsCtx* js = nullptr;
+    s = natsConnection_JetStream(&js, nc_.get(), &jo);
+    if (s != NATS_OK) {
+      nc_.reset();
+      throw ConnectionError("nats", c_.where + ": jetstream: " + status_text(s));
+    }
+    js_.reset(js);
+  }
+
+  void subscribe() {
+    if (!js_) connect();
+    jsSubOptions so;
+    jsSubOptions_Init(&so);
+    so.Stream = c_.stream.c_str();
+    init_consumer_config(so.Config, c_, next_);
+    natsSubscription* sub = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s =
+        js_PullSubscribe(&sub, js_.get(), c_.subject.c_str(), nullptr, nullptr, &so, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr)
+      // The relay may not have created the stream yet: wait for it like for a missing file.
+      throw ConnectionError("nats", c_.where + ": stream '" + c_.stream + "' not found (yet)");
+    if (s != NATS_OK)
+      throw ConnectionError("nats", c_.where + ": subscribe: " + status_text(s) +
+                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+    sub_.reset(sub);
+  }
+
+  Message to_message(natsMsg* m) {
+    Message msg;
+    jsMsgMetaData* raw_meta = nullptr;
+    if (natsMsg_GetMetaData(&raw_meta, m) != NATS_OK) return msg;
+    std::unique_ptr<jsMsgMetaData, MetaDeleter> meta(raw_meta);
+    const std::uint64_t seq = meta->Sequence.Stream;
+    next_ = seq + 1;
+    msg.position = std::to_string(seq);
+    msg.event.payload.assign(natsMsg_GetData(m),
+                             static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+    std::string id_text;
+    const char** keys = nullptr;
+    int count = 0;
+    if (natsMsgHeader_Keys(m, &keys, &count) == NATS_OK) {
+      for (int k = 0; k < count; ++k) {
+        const char* v = nullptr;
+        natsMsgHeader_Get(m, keys[k], &v);
+        apply_cloudevents_header(msg, keys[k], v ? v : "", id_text);
+      }
+      free(keys);
+    }
+    finish_cloudevents_message(msg, id_text, "stream " + c_.stream + " sequence " + msg.position);
+    return msg;
+  }
+
+  Config c_;
+  std::unique_ptr<natsConnection, ConnectionDeleter> nc_;
+  std::unique_ptr<jsCtx, JsDeleter> js_;
+  std::unique_ptr<natsSubscription, SubscriptionDeleter> sub_;
+  std::uint64_t next_ = 1;  // the stream sequence the next read starts at
+};
+
+}  // namespace
+
+std::unique_ptr<Source> open_nats_source(const core::Url& url) {
+  Config c;
+  c.where = url.redacted();
+  auto bad = [&](const std::string& what) {
+    return ConfigError("nats source URL " + c.where + ": " + what, "nats");
+  };
+  if (url.hosts().empty() || url.hosts().front().host.empty()) throw bad("server host missing");
+  for (const auto& hp : url.hosts())
+    c.servers.push_back("nats://" + hp.host + ":" + std::to_string(hp.port ? hp.port : 4222));
+  c.user = url.user();
+  c.password = url.password();
+  c.subject = url.path();
+  if (c.subject.empty()) throw bad("subject (the URL path) missing");
+  // The sink's rule for the subjects a template covers (tail {type}: any depth).
+  const bool tail = c.subject.ends_with("{type}");
+  c.subject = core::render_type_template(c.subject, tail ? ">" : "*");
+  auto stream = url.param("stream");
+  if (!stream || stream->empty()) throw bad("parameter 'stream' (the JetStream stream) missing");
+  c.stream = *stream;
+  c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(10'000)};
+  // The sink's own parameters, so one URL serves relay and consumer.
+  url.bool_param("create");
+  url.bool_param("sync_always");
+  url.int_param("max_pending", 1, 1'000'000);
+  url.int_param("duplicate_window_ms", 1, std::int64_t{1} << 40);
+  url.int_param("lease_ms", 0, std::int64_t{1} << 40);
+  url.int_param("backoff_max_ms", 0, std::int64_t{1} << 40);
+  url.reject_unknown();
+  return std::make_unique<NatsSource>(std::move(c));
+}
+
+}  // namespace outpost::consume
