@@ -10,6 +10,7 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "limits.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #ifdef OUTPOST_HAVE_CONSUME
@@ -220,14 +221,14 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   // The same limits as the flags of `outpost relay` (relay.cpp).
   r.string("store", p.store, true);
   r.string("sink", p.sink, true);
-  r.integer("batch", p.batch, 1, 100'000);
-  r.integer("lease_ms", p.lease_ms, 10, 86'400'000);
-  r.integer("max_attempts", p.max_attempts, 1, 1'000'000);
-  r.integer("backoff_base_ms", p.backoff_base_ms, 0, 86'400'000);
-  r.integer("backoff_max_ms", p.backoff_max_ms, 0, 86'400'000);
-  r.integer("concurrency", p.concurrency, 1, 1024);
-  r.integer("deliver_timeout_ms", p.deliver_timeout_ms, 0, 86'400'000);
-  r.integer("drain_timeout_ms", p.drain_timeout_ms, 0, 86'400'000);
+  r.integer("batch", p.batch, 1, limits::kMaxBatch);
+  r.integer("lease_ms", p.lease_ms, limits::kMinLeaseMs, limits::kMaxMs);
+  r.integer("max_attempts", p.max_attempts, 1, limits::kMaxAttempts);
+  r.integer("backoff_base_ms", p.backoff_base_ms, 0, limits::kMaxMs);
+  r.integer("backoff_max_ms", p.backoff_max_ms, 0, limits::kMaxMs);
+  r.integer("concurrency", p.concurrency, 1, limits::kMaxConcurrency);
+  r.integer("deliver_timeout_ms", p.deliver_timeout_ms, 0, limits::kMaxMs);
+  r.integer("drain_timeout_ms", p.drain_timeout_ms, 0, limits::kMaxMs);
   r.boolean("unordered", p.unordered);
   r.boolean("until_empty", p.until_empty);
   r.boolean("quiet", p.quiet);
@@ -258,11 +259,11 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
   r.string("group", a.group, true);
   r.string("checkpoint", a.checkpoint, true);
   r.string("sink", a.sink, true);
-  r.integer("batch", a.batch, 1, 100'000);
-  r.integer("max_attempts", a.max_attempts, 1, 1'000'000);
-  r.integer("backoff_base_ms", a.backoff_base_ms, 0, 86'400'000);
-  r.integer("backoff_max_ms", a.backoff_max_ms, 0, 86'400'000);
-  r.integer("until_idle", a.until_idle_ms, 0, 86'400'000);
+  r.integer("batch", a.batch, 1, limits::kMaxBatch);
+  r.integer("max_attempts", a.max_attempts, 1, limits::kMaxAttempts);
+  r.integer("backoff_base_ms", a.backoff_base_ms, 0, limits::kMaxMs);
+  r.integer("backoff_max_ms", a.backoff_max_ms, 0, limits::kMaxMs);
+  r.integer("until_idle", a.until_idle_ms, 0, limits::kMaxMs);
   r.boolean("unordered", a.unordered);
   r.boolean("quiet", a.quiet);
   r.reject_unknown(pipeline_key_hint);

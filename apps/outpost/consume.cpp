@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "consume.h"
+#include "limits.h"
 #include "log.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
@@ -220,21 +221,21 @@ Runner add_consume_command(CLI::App& root) {
       ->required();
   sub->add_option("--batch", a->batch, "Messages per read and transaction")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxBatch));
   sub->add_option("--max-attempts", a->max_attempts,
                   "Attempts before a message is parked, the first included")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1'000'000));
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxAttempts));
   sub->add_option("--backoff-base-ms", a->backoff_base_ms, "First retry delay cap in ms")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
   sub->add_option("--backoff-max-ms", a->backoff_max_ms, "Largest retry delay in ms")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
   sub->add_option("--until-idle", a->until_idle_ms,
                   "Exit once no message came for MS milliseconds (0: run until a signal)")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
   sub->add_flag("--unordered", a->unordered,
                 "Later messages of a parked key flow on (default: parked behind it)");
   sub->add_flag("--quiet", a->quiet, "Do not print delivery errors");

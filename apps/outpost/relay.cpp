@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "error_log.h"
+#include "limits.h"
 #include "metrics.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
@@ -105,34 +106,34 @@ Runner add_relay_command(CLI::App& root) {
       ->envname("OUTPOST_SINK");
   sub->add_option("--batch", a->batch, "Events per claim")
       ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxBatch));
   sub->add_option("--lease-ms", a->lease_ms, "Lease per claim in ms (renewed every lease/3)")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{10}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(limits::kMinLeaseMs, limits::kMaxMs));
   sub->add_option("--max-attempts", a->max_attempts,
                   "Attempts before dead-lettering, the first included")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1'000'000));
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxAttempts));
   sub->add_option("--backoff-base-ms", a->backoff_base_ms, "First retry delay cap in ms")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
   sub->add_option("--backoff-max-ms", a->backoff_max_ms, "Largest retry delay in ms")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
   sub->add_option("--concurrency", a->concurrency,
                   "Parallel deliveries in the sink (per-key order kept)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxConcurrency));
   sub->add_option("--deliver-timeout-ms", a->deliver_timeout_ms,
                   "Deadline of one batch's delivery: past it, events in flight fail (timed out) "
                   "and the rest is released (0: the lease)")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
   sub->add_option("--drain-timeout-ms", a->drain_timeout_ms,
                   "On SIGTERM/SIGINT, give deliveries in flight at most this long, then release "
                   "them (0: one sink timeout)")
       ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{86'400'000}));
+      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
   sub->add_flag("--unordered", a->unordered, "No per-key order (higher throughput)");
   sub->add_flag("--until-empty", a->until_empty, "Exit when nothing is pending or leased");
   sub->add_option("--metrics", a->metrics,
