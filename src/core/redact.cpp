@@ -40,6 +40,13 @@ std::vector<Span> secret_spans(std::string_view url) {
     auto slash = url.find('/', pos);
     auto authority_end = slash == std::string_view::npos ? url.size() : slash;
     auto at = url.substr(0, authority_end).rfind('@');
+    if (at == std::string_view::npos || at < pos) {
+      // No '@' before the first '/': a password may hold an unencoded '/' (generated ones often
+      // do), which URL parsers read as the end of the host. Take the last '@' before the query
+      // as the end of the userinfo then; a path holding '@' (https://h/@team) is hidden with it.
+      auto query = url.find('?', pos);
+      at = url.substr(0, query == std::string_view::npos ? url.size() : query).rfind('@');
+    }
     if (at != std::string_view::npos && at >= pos) {
       std::string_view userinfo = url.substr(pos, at - pos);
       if (auto pc = userinfo.find(':'); pc != std::string_view::npos)
@@ -92,6 +99,15 @@ std::vector<std::string> url_secrets(std::string_view url) {
     std::string_view raw = url.substr(s.begin, s.end - s.begin);
     out.emplace_back(raw);
     if (std::string decoded = percent_decode(raw); decoded != raw) out.push_back(decoded);
+    // A userinfo holding '/' is split there by URL parsers, which may quote a piece alone (as a
+    // host, a port or a path): each piece is a secret too.
+    if (s.end < url.size() && url[s.end] == '@' && raw.find('/') != std::string_view::npos) {
+      for (std::size_t b = 0; b <= raw.size();) {
+        auto e = std::min(raw.find('/', b), raw.size());
+        if (e > b) out.emplace_back(raw.substr(b, e - b));
+        b = e + 1;
+      }
+    }
   }
   return out;
 }

@@ -69,6 +69,16 @@ Url Url::parse(std::string_view text) {
     rest.remove_prefix(2);
     auto slash = rest.find('/');
     std::string_view authority = rest.substr(0, slash);
+    // "redis://user:pa/ss@host": a '/' in the userinfo ends the host, so the parse below would
+    // read a piece of the password as host or port and connect there. An '@' after the host
+    // has no other meaning in the URLs of stores and brokers; web paths may hold one.
+    if (slash != std::string_view::npos && !authority.empty() &&
+        authority.find('@') == std::string_view::npos &&
+        rest.find('@', slash) != std::string_view::npos && u.scheme_ != "http" &&
+        u.scheme_ != "https")
+      bad(u.text_,
+          "'@' after the host: write a '/' in a user name or password as %2F (an '@' in a path as "
+          "%40)");
     u.path_ = slash == std::string_view::npos ? "" : percent_decode(rest.substr(slash + 1));
     if (auto at = authority.rfind('@'); at != std::string_view::npos) {
       std::string_view userinfo = authority.substr(0, at);

@@ -117,6 +117,9 @@ TEST(RedactTest, EverySchemeHidesItsSecrets) {
       {"redis://p?w#1@h:99999/0", "redis://***@h:99999/0"},
       {"redis://u:p:w@1@h/0", "redis://u:***@h/0"},
       {"sqlite:x.db?=1&password=pw1", "sqlite:x.db?=1&password=***"},
+      // A password holding an unencoded '/' (parsers end the host there).
+      {"redis://u:pw1/x@h:1/0", "redis://u:***@h:1/0"},
+      {"https://pw1/x@h/hook?a=1", "https://***@h/hook?a=1"},
       {"no-scheme?token=pw1", "no-scheme?token=***"},
       {"redis://h:1/0", "redis://h:1/0"},
   };

@@ -102,6 +102,10 @@ std::size_t write_body(char* data, std::size_t size, std::size_t nmemb, void* us
 struct HttpConfig {
   std::string target;  // the URL to POST to, without our parameters
   std::string shown;   // target as messages show it (core::redact_url)
+  // The URL's secrets, scrubbed from every failure text: curl and the webhook's own error body
+  // may quote them (a password holding '/' is read as the host: "Could not resolve host: ...").
+  // Failure texts are stored as last_error, which other processes print.
+  core::Redactor secrets;
   long timeout_ms = 10'000;
   std::size_t concurrency = 1;
   std::vector<std::pair<std::string, std::string>> headers;  // header.NAME=VALUE
@@ -313,7 +317,8 @@ class HttpSink final : public Sink {
 
   DeliveryResult outcome(const Request& req, CURLcode code) const {
     if (code != CURLE_OK) {
-      std::string text = req.errbuf[0] ? req.errbuf : curl_easy_strerror(code);
+      std::string text =
+          config_.secrets.redact(req.errbuf[0] ? req.errbuf : curl_easy_strerror(code));
       if (code == CURLE_OPERATION_TIMEDOUT)
         return DeliveryResult::failed("timeout after " + std::to_string(config_.timeout_ms) +
                                       " ms (timeout_ms): " + text);
@@ -323,7 +328,7 @@ class HttpSink final : public Sink {
     curl_easy_getinfo(req.easy.get(), CURLINFO_RESPONSE_CODE, &status);
     if (status >= 200 && status < 300) return DeliveryResult::delivered();
     std::string why = "HTTP " + std::to_string(status);
-    if (!req.body_excerpt.empty()) why += ": " + req.body_excerpt;
+    if (!req.body_excerpt.empty()) why += ": " + config_.secrets.redact(req.body_excerpt);
     return DeliveryResult::failed(std::move(why));
   }
 
@@ -453,6 +458,7 @@ std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& op
   u.reject_unknown();
   config.target = target_url(url);
   config.shown = core::redact_url(config.target);
+  config.secrets.add_url(url);
   return std::make_unique<HttpSink>(std::move(config));
 }
 
