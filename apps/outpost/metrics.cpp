@@ -318,9 +318,13 @@ struct MetricsServer::Impl {
   int port = 0;
 };
 
+std::unique_ptr<PipelineSource> single_relay(const Relay& relay, Store& store) {
+  return std::make_unique<SingleRelay>(relay, store);
+}
+
 MetricsServer::MetricsServer(const std::string& addr, const Relay& relay, Store& store)
     : impl_(std::make_unique<Impl>()) {
-  impl_->owned = std::make_unique<SingleRelay>(relay, store);
+  impl_->owned = single_relay(relay, store);
   start(addr, *impl_->owned, "--metrics");
 }
 

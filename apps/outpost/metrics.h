@@ -63,6 +63,10 @@ class PipelineSource {
   virtual std::string admin_token() const { return {}; }
 };
 
+// The one pipeline of `outpost relay`, named "relay" (no histograms); `relay` and `store` must
+// outlive it.
+std::unique_ptr<PipelineSource> single_relay(const Relay& relay, Store& store);
+
 class MetricsServer {
  public:
   // `addr` is HOST:PORT (port 0 picks a free one). Throws ConfigError for a malformed address

@@ -2,23 +2,22 @@
 //   outpost relay --store URL --sink URL [--batch N] [--lease-ms N] [--max-attempts N]
 //     [--backoff-base-ms N] [--backoff-max-ms N] [--concurrency N] [--unordered]
 //     [--until-empty] [--deliver-timeout-ms N] [--drain-timeout-ms N] [--metrics ADDR]
+//     [--log-format text|json]
 // Runs until SIGTERM/SIGINT (then drains: no new delivery, deliveries in flight get up to one
 // timeout or --drain-timeout-ms, the rest is released; a second signal gives them up at once) or,
 // with --until-empty, until nothing is pending or leased. Prints a one-line summary on stderr at
-// the end.
+// the end. Logs as the daemon does (log.h): text or JSON lines, and on a terminal a progress line
+// (delivered/s, backlog, oldest pending age, dead) every 10 s.
 
 #include <signal.h>
 
-#include <atomic>
-#include <iostream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "cli.h"
-#include "error_log.h"
 #include "limits.h"
+#include "log.h"
 #include "metrics.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
@@ -33,7 +32,8 @@ struct RelayArgs : PipelineConfig {
   std::string metrics;
 };
 
-int run_relay(const RelayArgs& a) {
+int run_relay(const RelayArgs& a, const std::string& log_format) {
+  set_log_format("outpost relay", log_format);
   if (a.backoff_max_ms < a.backoff_base_ms)
     throw ConfigError("--backoff-max-ms (" + std::to_string(a.backoff_max_ms) +
                       ") must be >= --backoff-base-ms (" + std::to_string(a.backoff_base_ms) + ")");
@@ -45,47 +45,48 @@ int run_relay(const RelayArgs& a) {
   auto sink = open_sink(a.sink, sink_options(a));
 
   RelayOptions options = relay_options(a);
-  auto errors = std::make_shared<ErrorLog>("outpost relay", a.quiet);
-  options.on_error = [errors](const std::string& m) { (*errors)(m); };
+  options.on_error = error_log("", a.quiet);
 
   Relay relay(*store, *sink, options);
+  auto view = single_relay(relay, *store);
   std::optional<MetricsServer> metrics;
   if (!a.metrics.empty()) {
-    metrics.emplace(a.metrics, relay, *store);
-    std::cerr << "outpost relay: metrics on http://" << a.metrics.substr(0, a.metrics.rfind(':'))
-              << ":" << metrics->port() << "/metrics" << std::endl;
+    metrics.emplace(a.metrics, *view);
+    log("metrics on http://" + a.metrics.substr(0, a.metrics.rfind(':')) + ":" +
+        std::to_string(metrics->port()) + "/metrics");
   }
   // The first stop signal drains (deliveries in flight get up to one timeout), a second one gives
   // them up at once; either way every event not confirmed is released.
   StopSignalWatcher watcher([&relay](int signal, int count) {
     const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
     if (count == 1) {
-      std::cerr << "outpost relay: " << name
-                << ": stopping (deliveries in flight get up to one timeout; a second signal "
-                   "gives them up at once)"
-                << std::endl;
+      log(std::string(name) +
+          ": stopping (deliveries in flight get up to one timeout; a second signal gives them up "
+          "at once)");
       relay.stop();
     } else {
-      std::cerr << "outpost relay: " << name << " again: giving up deliveries in flight"
-                << std::endl;
+      log(std::string(name) + " again: giving up deliveries in flight");
       relay.abort();
     }
   });
+  std::optional<Progress> progress;
+  if (Progress::wanted()) progress.emplace(*view);
   auto summary = [&] {
+    progress.reset();
+    metrics.reset();
     auto c = relay.counters();
-    std::cerr << "outpost relay: delivered " << c.delivered << ", failed " << c.failed << ", dead "
-              << c.dead << " (batches " << c.batches << ", released " << c.released
-              << ", lease lost " << c.lease_lost << ", store errors " << c.store_errors << ")"
-              << (watcher.received() ? " after signal" : "") << std::endl;
+    log("delivered " + std::to_string(c.delivered) + ", failed " + std::to_string(c.failed) +
+        ", dead " + std::to_string(c.dead) + " (batches " + std::to_string(c.batches) +
+        ", released " + std::to_string(c.released) + ", lease lost " +
+        std::to_string(c.lease_lost) + ", store errors " + std::to_string(c.store_errors) + ")" +
+        (watcher.received() ? " after signal" : ""));
   };
   try {
     relay.run();
   } catch (...) {  // the sink is closed for good (e.g. file:- into a closed pipe): exit 1
-    metrics.reset();
     summary();
     throw;
   }
-  metrics.reset();
   summary();
   return kExitOk;
 }
@@ -94,6 +95,7 @@ int run_relay(const RelayArgs& a) {
 
 Runner add_relay_command(CLI::App& root) {
   auto a = std::make_shared<RelayArgs>();
+  auto format = std::make_shared<std::string>("text");
   CLI::App* sub = root.add_subcommand(
       "relay",
       "Deliver events from a store to a sink, at least once and in order per key.\n"
@@ -139,8 +141,12 @@ Runner add_relay_command(CLI::App& root) {
   sub->add_option("--metrics", a->metrics,
                   "Serve /metrics (Prometheus) and /healthz on HOST:PORT, e.g. 127.0.0.1:9100");
   sub->add_flag("--quiet", a->quiet, "Do not print delivery errors");
+  sub->add_option("--log-format", *format,
+                  "text (default) or json: one JSON object per line; on a terminal, text adds a "
+                  "progress line every 10 s")
+      ->check(CLI::IsMember({"text", "json"}));
   sub->footer(supported_schemes_text());
-  return [a] { return run_relay(*a); };
+  return [a, format] { return run_relay(*a, *format); };
 }
 
 }  // namespace outpost::cli

@@ -273,7 +273,7 @@ TEST_F(DaemonTest, EveryRelayFlagIsAConfigKey) {
   ASSERT_GT(flags.size(), 8u) << help.out;
   auto file = dir_ / "flag.toml";
   for (const auto& f : flags) {
-    if (f == "help" || f == "metrics") continue;
+    if (f == "help" || f == "metrics" || f == "log-format") continue;  // [http], [log]
     std::string key = f;
     std::replace(key.begin(), key.end(), '-', '_');
     write_file(file, "[[relay]]\nname = \"x\"\nstore = \"sqlite:a.db\"\nsink = \"file:-\"\n" +
@@ -281,6 +281,81 @@ TEST_F(DaemonTest, EveryRelayFlagIsAConfigKey) {
     auto r = run_cli({"check", "--config", file});
     EXPECT_EQ(r.err.find("unknown key"), std::string::npos) << "--" << f << ": " << r.err;
   }
+}
+
+// Runs OUTPOST_BIN with `args` on a pseudo-terminal (stdout and stderr are a tty, as in an
+// operator's shell) with `env` set; returns everything it wrote once it exited.
+// With `stop_when`, SIGTERM once the output contains that text.
+std::string run_on_terminal(const std::vector<std::string>& args,
+                            const std::vector<std::pair<std::string, std::string>>& env,
+                            std::string stop_when = {}) {
+  std::vector<std::string> argv{OUTPOST_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> cargs;
+  for (auto& a : argv) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  int master = -1;
+  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) throw std::runtime_error("forkpty failed");
+  if (pid == 0) {
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    ::execv(cargs[0], cargs.data());
+    ::_exit(127);
+  }
+  std::string out;
+  char buf[4096];
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      auto n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // EIO: the child closed the terminal (exited)
+      out.append(buf, std::size_t(n));
+    }
+    if (!stop_when.empty() && out.find(stop_when) != std::string::npos) {
+      ::kill(pid, SIGTERM);
+      stop_when.clear();
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+  }
+  ::waitpid(pid, nullptr, 0);
+  ::close(master);
+  return out;
+}
+
+// `outpost relay` on a terminal: the daemon's progress line (delivered/s, backlog, oldest age).
+TEST_F(DaemonTest, RelayOnATerminalPrintsAProgressLine) {
+  emit(dir_ / "a.db", 5);
+  auto out = run_on_terminal(
+      {"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink", "file:" + dir_ / "out.jsonl"},
+      {{"OUTPOST_PROGRESS_INTERVAL_MS", "100"}}, "backlog 0");
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(outpost relay: progress: relay \d+\.\d/s backlog 0 oldest \d+\.\ds)")))
+      << out;
+  EXPECT_NE(out.find("outpost relay: delivered "), std::string::npos) << out;
+  EXPECT_NE(out.find("after signal"), std::string::npos) << out;
+}
+
+// outpost relay --log-format json: one JSON object per line, no payload.
+TEST_F(DaemonTest, RelayJsonLogsAreOneObjectPerLineWithoutPayloads) {
+  auto r = run_cli({"emit", "--store", "sqlite:" + dir_ / "a.db", "--type", "t", "--payload",
+                    "{\"card\":\"4111-secret-payload\"}"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink", "http://127.0.0.1:1/x",
+               "--max-attempts", "1", "--until-empty", "--log-format", "json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto lines = lines_of(r.err);
+  ASSERT_GE(lines.size(), 2u) << r.err;
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.rfind("{\"ts\":\"", 0), 0u) << line;
+    EXPECT_EQ(line.back(), '}') << line;
+  }
+  EXPECT_NE(r.err.find("dead-lettered"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\"msg\":\"delivered 0, failed 1, dead 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("4111-secret-payload"), std::string::npos) << r.err;
 }
 
 #ifdef OUTPOST_TEST_HAVE_CONSUME
@@ -468,43 +543,6 @@ TEST_F(DaemonTest, EveryConsumeFlagIsAConfigKey) {
     EXPECT_EQ(r.err.find("unknown key"), std::string::npos) << "--" << f << ": " << r.err;
   }
 }
-// Runs OUTPOST_BIN with `args` on a pseudo-terminal (stdout and stderr are a tty, as in an
-// operator's shell) with `env` set; returns everything it wrote once it exited.
-std::string run_on_terminal(const std::vector<std::string>& args,
-                            const std::vector<std::pair<std::string, std::string>>& env) {
-  std::vector<std::string> argv{OUTPOST_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> cargs;
-  for (auto& a : argv) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  int master = -1;
-  pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
-  if (pid < 0) throw std::runtime_error("forkpty failed");
-  if (pid == 0) {
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    ::execv(cargs[0], cargs.data());
-    ::_exit(127);
-  }
-  std::string out;
-  char buf[4096];
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  for (;;) {
-    pollfd p{master, POLLIN, 0};
-    if (::poll(&p, 1, 100) > 0) {
-      auto n = ::read(master, buf, sizeof buf);
-      if (n <= 0) break;  // EIO: the child closed the terminal (exited)
-      out.append(buf, std::size_t(n));
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      break;
-    }
-  }
-  ::waitpid(pid, nullptr, 0);
-  ::close(master);
-  return out;
-}
-
 // `outpost consume` on a terminal prints the daemon's progress line (delivered/s, lag) instead of
 // silence; the interval is OUTPOST_PROGRESS_INTERVAL_MS here so the test takes a second.
 TEST_F(DaemonTest, ConsumeOnATerminalPrintsAProgressLine) {
