@@ -93,7 +93,9 @@ struct StoreOptions {
   // outbox that is there; none is ErrorCode::not_found and nothing is created. read_only: as
   // existing, and the store never writes (inspection on a read-only file; a write throws).
   // `outpost events` opens with existing (retry, discard) or read_only (stats, list, dead).
-  // SQLite honours all three; the other stores open as with create for now.
+  // SQLite honours all three. PostgreSQL creates and migrates nothing unless create (read_only
+  // does not refuse writes). Redis and memory create nothing at open (a prefix without events
+  // reads as an empty outbox).
   enum class Open { create, existing, read_only };
   Open open = Open::create;
 };

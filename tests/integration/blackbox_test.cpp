@@ -70,3 +70,61 @@ TEST(BlackboxSecrets, APasswordWithASlashIsNeverPrinted) {
 
 }  // namespace
 }  // namespace outpost::testing
+
+namespace outpost::testing {
+namespace {
+
+std::string getenv_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// A PostgreSQL URL with a table name unique to this process and call, or "" (the test skips, or
+// fails under OUTPOST_TEST_REQUIRE_ALL=1) when OUTPOST_TEST_PG_URL is not set.
+std::string postgres_url(const std::string& param) {
+  std::string base = getenv_or_empty("OUTPOST_TEST_PG_URL");
+  if (base.empty()) return "";
+  return base + (base.find('?') == std::string::npos ? "?" : "&") + param;
+}
+
+std::string unique_name(const std::string& prefix) {
+  static int counter = 0;
+  return prefix + std::to_string(::getpid()) + "_" + std::to_string(::time(nullptr) % 100000) +
+         "_" + std::to_string(counter++);
+}
+
+#define OUTPOST_REQUIRE_ENDPOINT(url, var)                                          \
+  if ((url).empty()) {                                                              \
+    if (getenv_or_empty("OUTPOST_TEST_REQUIRE_ALL") == "1") FAIL() << var " unset"; \
+    GTEST_SKIP() << var " not set";                                                 \
+  }
+
+// `outpost events` on a PostgreSQL table that does not exist created the outbox (three tables,
+// functions, a version row) and reported zeros; docs/cli.md: events never creates an outbox and
+// says there is none (exit 1), as on SQLite. And an outbox table dropped by hand was never
+// created again (its version row stayed): every emit failed with "relation does not exist".
+TEST(BlackboxPostgres, EventsWhereThereIsNoOutboxSaysSoAndCreatesNothing) {
+  const std::string table = unique_name("bbnone");
+  const std::string store = postgres_url("table=" + table);
+  OUTPOST_REQUIRE_ENDPOINT(store, "OUTPOST_TEST_PG_URL");
+  for (const std::vector<std::string>& op : {std::vector<std::string>{"stats"},
+                                             {"list"},
+                                             {"dead"},
+                                             {"retry", "--all"},
+                                             {"discard", "--all"}}) {
+    std::vector<std::string> args{"events", "--store", store};
+    args.insert(args.end(), op.begin(), op.end());
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, 1) << op[0] << ": " << r.all();
+    EXPECT_NE(r.err.find("no outbox"), std::string::npos) << op[0] << ": " << r.err;
+  }
+  // Nothing was created: the first emit creates the outbox and its event is the only one.
+  auto e = run_cli({"emit", "--store", store, "--type", "t", "--payload", "1"});
+  ASSERT_EQ(e.code, 0) << e.all();
+  auto list = run_cli({"events", "--store", store, "list"});
+  ASSERT_EQ(list.code, 0) << list.all();
+  EXPECT_EQ(lines_of(list.out).size(), 1u) << list.out;
+}
+
+}  // namespace
+}  // namespace outpost::testing

@@ -100,10 +100,17 @@ class PostgresStore final : public Store {
     std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
     instance_ = std::string("pg-") + buf + "-";
     {
+      // Inspection (outpost events) never creates an outbox, and read-only opens write nothing.
       auto c = pool_.get();
-      pg::migrate(config_.endpoint, c.pg(), names_);
+      if (options_.open != StoreOptions::Open::create &&
+          !pg::outbox_exists(config_.endpoint, c.pg(), names_))
+        throw Error(ErrorCode::not_found, "postgres",
+                    "there is no outbox " + names_.outbox + " at " + config_.endpoint.where +
+                        " (nothing was created)");
+      if (options_.open != StoreOptions::Open::read_only)
+        pg::migrate(config_.endpoint, c.pg(), names_);
     }
-    if (options_.archive) archive_.run(true);
+    if (options_.archive && options_.open != StoreOptions::Open::read_only) archive_.run(true);
   }
 
   std::string_view backend() const override { return "postgres"; }

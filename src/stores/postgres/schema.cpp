@@ -182,6 +182,7 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
     auto v =
         exec_params(ep, pg, "SELECT version FROM " + n.versions + " WHERE tbl = $1", t, "migrate");
     int version = PQntuples(v.get()) ? get_i32(v.get(), 0, 0) : 0;
+    if (version > 0 && !outbox_exists(ep, pg, n)) version = 0;  // the table was dropped by hand
     if (version > kSchemaVersion)
       throw Error(ErrorCode::corrupt, "postgres",
                   "outbox " + n.outbox + " has schema version " + std::to_string(version) +
@@ -204,6 +205,13 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
     PQclear(PQexec(pg, "ROLLBACK"));
     throw;
   }
+}
+
+bool outbox_exists(const Endpoint& ep, PGconn* pg, const Names& n) {
+  Params t;
+  t.text(n.outbox);
+  auto r = exec_params(ep, pg, "SELECT to_regclass($1) IS NOT NULL", t, "open");
+  return PQntuples(r.get()) == 1 && PQgetvalue(r.get(), 0, 0)[0] != 0;  // binary bool
 }
 
 ArchiveMaintenance::ArchiveMaintenance(Pool& pool, const Endpoint& ep, const Names& n,

@@ -33,7 +33,11 @@ std::string migration_v2(const Names& n);
 // Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
 // under an advisory lock: concurrent first opens (several relays starting at once) queue there
 // instead of racing on CREATE ... IF NOT EXISTS. Throws Error(corrupt) for a newer version.
+// A version row whose outbox table is gone (dropped by hand) counts as no outbox: created again.
 void migrate(const Endpoint& ep, PGconn* conn, const Names& n);
+
+// Whether the outbox table exists (Open::existing / read_only must not create it).
+bool outbox_exists(const Endpoint& ep, PGconn* conn, const Names& n);
 
 // Runs <table>_archive_maintain: creates this period's and the next period's archive partitions
 // and drops expired ones. Thread-safe.
