@@ -46,7 +46,8 @@ namespace outpost {
 struct Message {
   StoredEvent event;        // the decoded event; id nil when the message carried none
   std::string position;     // source position just after this message (the checkpoint value)
-  std::string raw;          // the message as read (a JSON line), kept for dead letters
+  std::string raw;          // the JSON line as read (file log); empty for broker messages
+                            // (a dead letter stores their event's JSON encoding instead)
   std::string parse_error;  // not empty: not an outpost event; parked, never handed to you
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "consume/message.h"
 #include "consume/schema.h"
 #include "core/names.h"
 #include "core/url.h"
@@ -163,7 +164,7 @@ void CheckpointStore::Impl::park(const SqlTx& tx, const std::string& group, cons
               "VALUES ($1, $2, $3, $4, CAST($5 AS INTEGER), $6, $7, 'dead', " +
               tx.now_ms() + ")",
           {group, m.event.id.is_nil() ? std::string() : m.event.id.str(), m.event.key, m.position,
-           std::to_string(attempts), error, m.raw});
+           std::to_string(attempts), error, consume::dead_letter_payload(m)});
 }
 
 std::set<std::string> CheckpointStore::Impl::parked_keys(const SqlTx& tx,

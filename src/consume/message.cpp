@@ -41,7 +41,10 @@ void finish_cloudevents_message(Message& m, const std::string& id_text, const st
   if (auto id = EventId::parse(id_text)) m.event.id = *id;
   if (m.event.type.empty() || m.event.id.is_nil())
     m.parse_error = "not an outpost event: " + where + " has no ce-type or event id";
-  m.raw = to_json(m.event);
+}
+
+std::string dead_letter_payload(const Message& m) {
+  return m.raw.empty() ? to_json(m.event) : m.raw;
 }
 
 }  // namespace outpost::consume

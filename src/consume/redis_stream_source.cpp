@@ -29,8 +29,8 @@ std::string str(const redisReply* r) {
              : std::string();
 }
 
-// One stream entry as a Message: the event rebuilt field by field (exact bytes), `raw` its
-// DESIGN §6 JSON for dead letters.
+// One stream entry as a Message: the event rebuilt field by field (exact bytes). `raw` stays
+// empty: a dead letter encodes the event when it is parked (dead_letter_payload).
 Message to_message(const redisReply* entry) {
   Message m;
   m.position = str(entry->element[0]);
@@ -55,7 +55,7 @@ Message to_message(const redisReply* entry) {
   }
   if (auto id = EventId::parse(id_text)) m.event.id = *id;
   if (auto t = parse_rfc3339(occurred)) m.event.occurred_at = *t;
-  if (!headers.empty()) {
+  if (!headers.empty() && headers != "{}") {
     auto j = nlohmann::json::parse(headers, nullptr, false);
     if (j.is_object())
       for (auto& [k, v] : j.items())
@@ -65,7 +65,6 @@ Message to_message(const redisReply* entry) {
     m.parse_error = "not an outpost event: stream entry " + m.position + " has no 'type' field";
   else if (m.event.id.is_nil())
     m.parse_error = "not an outpost event: stream entry " + m.position + " has no valid 'id' field";
-  m.raw = to_json(m.event);
   return m;
 }
 

@@ -15,6 +15,8 @@
 // usage: outpost_consume_bench N BATCH LOG...
 //   LOG: file (a new temp file), redis-stream://host:port/STREAM, kafka://host:port,.../TOPIC,
 //        nats://host:port/SUBJECT?stream=NAME (created). Use a new stream/topic name each run.
+//   The Kafka mock cluster keeps only the newest ~5 MB per partition (~10,000 of these messages,
+//   4 partitions for an auto-created topic): give it at most 30,000.
 
 #include <hiredis/hiredis.h>
 #include <librdkafka/rdkafka.h>
@@ -98,6 +100,28 @@ void populate(const std::string& log_url, const std::string& file_path, std::siz
   if (sink) sink->close();
 }
 
+// Throws when `got` has not grown for 30 s: the log holds fewer messages than asked for (the
+// Kafka mock cluster keeps only the newest ~5 MB per partition, for instance).
+class Progress {
+ public:
+  explicit Progress(std::string what) : what_(std::move(what)) {}
+  void check(std::size_t got, std::size_t n) {
+    if (got != last_) {
+      last_ = got;
+      since_ = Steady::now();
+    } else if (seconds_since(since_) > 30) {
+      throw std::runtime_error(what_ + ": stuck at " + std::to_string(got) + " of " +
+                               std::to_string(n) +
+                               " messages for 30 s (retention trimmed the log?)");
+    }
+  }
+
+ private:
+  std::string what_;
+  std::size_t last_ = static_cast<std::size_t>(-1);
+  Steady::time_point since_ = Steady::now();
+};
+
 // ---- plain client read loops (the baselines) ---------------------------------------------------
 
 std::size_t baseline_file(const std::string& path, std::size_t n, std::size_t) {
@@ -157,7 +181,9 @@ std::size_t baseline_kafka(const std::string& brokers, const std::string& topic,
   rd_kafka_assign(rk.get(), parts);
   rd_kafka_topic_partition_list_destroy(parts);
   std::size_t got = 0;
+  Progress progress("kafka baseline");
   while (got < n) {
+    progress.check(got, n);
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk.get(), 1000);
     if (!m) continue;
     if (!m->err) ++got;
@@ -183,7 +209,9 @@ std::size_t baseline_nats(const std::string& server, const std::string& subject,
   if (js_PullSubscribe(&sub, js, subject.c_str(), nullptr, nullptr, &so, &jerr) != NATS_OK)
     throw std::runtime_error("nats pull subscribe");
   std::size_t got = 0;
+  Progress progress("nats baseline");
   while (got < n) {
+    progress.check(got, n);
     natsMsgList list{};
     natsSubscription_Fetch(&list, sub, static_cast<int>(batch), 1000, &jerr);
     got += static_cast<std::size_t>(list.Count);
@@ -239,8 +267,12 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
     auto src = open_source(source_url);
     src->seek("");
     std::size_t got = 0;
+    Progress progress(name + " source read");
     auto t = Steady::now();
-    while (got < n) got += src->read(batch, std::chrono::milliseconds(1000)).size();
+    while (got < n) {
+      progress.check(got, n);
+      got += src->read(batch, std::chrono::milliseconds(1000)).size();
+    }
     source_rate = static_cast<double>(got) / seconds_since(t);
   }
 
@@ -255,8 +287,10 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
     o.poll = std::chrono::milliseconds(1000);
     Consumer c(*src, *store, o);
     std::size_t handled = 0;
+    Progress progress(name + " consumer");
     auto t = Steady::now();
     while (handled < n) {
+      progress.check(handled, n);
       handled += c.run_once([](ConsumerBatch&) {});
       if (rss_tenth == 0 && handled >= n / 10) rss_tenth = vm_rss_mb();
     }

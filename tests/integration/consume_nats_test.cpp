@@ -10,6 +10,7 @@
 
 #include "outpost/consumer.h"
 #include "outpost/error.h"
+#include "outpost/json.h"
 #include "outpost/sinks/nats.h"
 #include "store_cases.h"
 
@@ -100,6 +101,33 @@ TEST_F(NatsStream, ReadsWhatTheSinkPublishedExactlyAndResumesAtTheStreamSequence
   for (auto& [id, n] : seen) EXPECT_EQ(n, 1) << id;
   EXPECT_EQ(store->group("totals")->position, "55");
   EXPECT_EQ(source->lag("55"), 0);
+}
+
+TEST_F(NatsStream, AParkedMessageKeepsTheEventAsJson) {
+  auto sink = open_nats_sink(url_);
+  auto sent = events(3, 0);
+  for (auto& r : sink->deliver(sent)) ASSERT_TRUE(r.ok()) << r.error;
+  std::string name = testing::unique_name("cn");
+  auto store = open_checkpoint_store("sqlite:" + testing::temp_dir() + "/" + name + ".db");
+  auto source = open_source(url_);
+  ConsumerOptions o;
+  o.group = "parks";
+  o.max_attempts = 1;
+  o.poll = 200ms;
+  o.until_idle = 500ms;
+  Consumer c(*source, *store, o);
+  c.run([&](ConsumerBatch& b) {
+    for (std::size_t i = 0; i < b.size(); ++i)
+      if (b[i].event.id == sent[1].id) b.fail(i, "refused");
+  });
+  auto dead = store->dead("parks", 10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].position, "2");
+  auto parked = event_from_json(dead[0].payload);
+  EXPECT_EQ(parked.id, sent[1].id);
+  EXPECT_EQ(parked.type, sent[1].type);
+  EXPECT_EQ(parked.payload, sent[1].payload);
+  EXPECT_EQ(parked.headers, sent[1].headers);
 }
 
 TEST_F(NatsStream, AStreamThatDoesNotExistYetIsWaitedFor) {
