@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
@@ -59,6 +60,69 @@ json dead_json(const DeadEvent& e) {
   j["last_error"] = redact(e.last_error);
   j["dead_at"] = format_rfc3339(e.dead_at);
   return j;
+}
+
+// Largest number of events one blocked-keys or leases request reads from a store.
+constexpr std::size_t kMaxInspect = 1'000;
+
+// An event of Store::blocked / Store::leased; times as RFC 3339 and as seconds from the store's
+// answer (negative: in the past).
+json state_json(const EventState& e, TimePoint at) {
+  auto in_s = [at](TimePoint t) { return double((t - at).count()) / 1e6; };
+  json j{{"id", e.id.str()}, {"seq", e.seq},           {"type", e.type},
+         {"key", e.key},     {"attempts", e.attempts}, {"last_error", redact(e.last_error)}};
+  if (e.next_attempt) {
+    j["next_attempt"] = format_rfc3339(*e.next_attempt);
+    j["next_attempt_in_s"] = in_s(*e.next_attempt);
+  }
+  if (e.lease_until) {
+    j["lease_owner"] = e.lease_owner;
+    j["fence"] = e.fence;
+    j["lease_until"] = format_rfc3339(*e.lease_until);
+    j["lease_expires_in_s"] = in_s(*e.lease_until);
+  }
+  return j;
+}
+
+// The leased events grouped by the claim holding them (its LeaseToken), oldest claim first.
+// Stores keep no renewal time: `renewed_est` is the expiry minus this pipeline's lease length
+// (exact when the holder runs with the same lease, as the relays of one pipeline do).
+json holders_json(const std::vector<EventState>& leased, TimePoint at, Duration lease) {
+  json holders = json::array();
+  std::map<std::string, std::size_t> index;
+  for (const auto& e : leased) {
+    auto [it, fresh] = index.emplace(e.lease_owner, holders.size());
+    if (fresh)
+      holders.push_back(json{{"owner", e.lease_owner},
+                             {"fence", e.fence},
+                             {"events", 0},
+                             {"keys", json::array()},
+                             {"first_seq", e.seq},
+                             {"lease_until", format_rfc3339(*e.lease_until)},
+                             {"lease_expires_in_s", double((*e.lease_until - at).count()) / 1e6},
+                             {"renewed_est", format_rfc3339(*e.lease_until - lease)}});
+    json& h = holders[it->second];
+    h["events"] = h["events"].get<int>() + 1;
+    h["last_seq"] = e.seq;
+    auto& keys = h["keys"];
+    if (!e.key.empty() && keys.size() < 20 &&
+        std::find(keys.begin(), keys.end(), e.key) == keys.end())
+      keys.push_back(e.key);
+  }
+  return holders;
+}
+
+// ?limit= within [1, kMaxInspect] (default 100); false with a 400 reply when malformed.
+bool inspect_limit(const httplib::Request& req, httplib::Response& res, std::size_t& limit) {
+  limit = 100;
+  if (!req.has_param("limit")) return true;
+  try {
+    limit = std::clamp<std::size_t>(std::stoul(req.get_param_value("limit")), 1, kMaxInspect);
+    return true;
+  } catch (const std::exception&) {
+    error(res, 400, "limit must be a number");
+    return false;
+  }
 }
 
 // Same-origin JSON only; see dashboard.h.
@@ -166,6 +230,9 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
         j["delivered"] = c.delivered;
         j["failed"] = c.failed;
         j["dead_total"] = c.dead;
+        j["lease_lost"] = c.lease_lost;
+        j["lease_ms"] = p.relay->options().lease.count();
+        j["ordered"] = p.relay->options().order == ClaimOrder::ordered;
       }
       if (p.store) {
         try {
@@ -203,6 +270,44 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
       json events = json::array();
       for (std::size_t i = 0; i < all.size() && i < limit; ++i) events.push_back(dead_json(all[i]));
       reply(res, 200, json{{"matching", all.size()}, {"events", events}});
+    } catch (const std::exception& e) {
+      error(res, 502, e.what());
+    }
+  });
+  server.Get("/api/blocked", [&source](const httplib::Request& req, httplib::Response& res) {
+    auto views = source.pipelines();
+    const PipelineView* p = find(views, req.get_param_value("pipeline"));
+    if (!p || !p->store) return error(res, 404, "no such pipeline");
+    std::size_t limit = 0;
+    if (!inspect_limit(req, res, limit)) return;
+    try {
+      TimePoint at = now();
+      json keys = json::array();
+      for (const auto& e : p->store->blocked(limit)) keys.push_back(state_json(e, at));
+      bool ordered = !p->relay || p->relay->options().order == ClaimOrder::ordered;
+      reply(res, 200, json{{"ordered", ordered}, {"keys", keys}});
+    } catch (const std::exception& e) {
+      error(res, 502, e.what());
+    }
+  });
+  server.Get("/api/leases", [&source](const httplib::Request& req, httplib::Response& res) {
+    auto views = source.pipelines();
+    const PipelineView* p = find(views, req.get_param_value("pipeline"));
+    if (!p || !p->store) return error(res, 404, "no such pipeline");
+    std::size_t limit = 0;
+    if (!inspect_limit(req, res, limit)) return;
+    try {
+      TimePoint at = now();
+      auto leased = p->store->leased(kMaxInspect);
+      Duration lease = p->relay ? p->relay->options().lease : Duration(0);
+      json events = json::array();
+      for (std::size_t i = 0; i < leased.size() && i < limit; ++i)
+        events.push_back(state_json(leased[i], at));
+      reply(res, 200,
+            json{{"lease_ms", lease.count()},
+                 {"holders", holders_json(leased, at, lease)},
+                 {"events", events},
+                 {"leased", leased.size()}});
     } catch (const std::exception& e) {
       error(res, 502, e.what());
     }

@@ -4,6 +4,10 @@
 //   GET  /api/overview        pipelines: state, counters, backlog, oldest age, dead count
 //   GET  /api/dead?pipeline=P&type=&key=&error=&limit=   dead letters matching the filter
 //                             (type exact, key and error text substring), with payload/headers
+//   GET  /api/blocked?pipeline=P&limit=   keys whose head event failed (Store::blocked): error,
+//                             attempts, next attempt, or the lease of the attempt in flight
+//   GET  /api/leases?pipeline=P&limit=    events under a live lease (Store::leased), grouped by
+//                             the claim holding them: owner, fence, keys, expiry
 //   POST /api/dead/retry      {"pipeline":P,"ids":[...]} or
 //   POST /api/dead/discard    {"pipeline":P,"filter":{...},"expect":N}: every match, only if
 //                             there are still exactly N (the count the operator confirmed)

@@ -60,6 +60,8 @@ class TimedStore final : public Store {
   StoreStats stats() override { return inner_.stats(); }
   std::vector<StoredEvent> list(std::size_t limit) override { return inner_.list(limit); }
   std::vector<DeadEvent> dead(std::size_t limit) override { return inner_.dead(limit); }
+  std::vector<EventState> blocked(std::size_t limit) override { return inner_.blocked(limit); }
+  std::vector<EventState> leased(std::size_t limit) override { return inner_.leased(limit); }
   std::size_t retry(std::span<const EventId> ids) override { return inner_.retry(ids); }
   std::size_t retry_all() override { return inner_.retry_all(); }
   std::size_t discard(std::span<const EventId> ids) override { return inner_.discard(ids); }

@@ -81,6 +81,24 @@ struct StoreStats {
   Duration oldest_pending_age{0};  // age of the oldest undelivered event (0 when none)
 };
 
+// One undelivered event as the store sees it now, for operators (Store::blocked, Store::leased;
+// the dashboard's blocked keys and leases views). Times are the store's clock.
+struct EventState {
+  std::int64_t seq = 0;
+  EventId id;
+  std::string type;
+  std::string key;
+  int attempts = 0;        // delivery attempts so far (counting one in flight)
+  std::string last_error;  // the last delivery error; empty: none
+  // Not leased: when it is due (again); for a failed event, its next attempt.
+  std::optional<TimePoint> next_attempt;
+  // Under a live lease: the claim's LeaseToken (owner as the claim returned it, fence) and
+  // when the lease expires unless renewed. Empty owner: not leased (or the lease expired).
+  std::string lease_owner;
+  std::int64_t fence = 0;
+  std::optional<TimePoint> lease_until;
+};
+
 // Options shared by every store; backends take theirs from the URL as well.
 struct StoreOptions {
   // On ack, move events to an archive instead of deleting them.
@@ -146,6 +164,14 @@ class Store {
 
   // Undelivered events (pending and leased) in sequence order, for inspection.
   virtual std::vector<StoredEvent> list(std::size_t limit) = 0;
+
+  // Read-only inspection for operators (bounded by `limit`, oldest first):
+  // blocked: the head events (the lowest undelivered seq of a non-empty key) that have failed
+  // (attempts > 0 and a last error): in ordered mode the rest of their key waits behind them.
+  // A dead-lettered head no longer blocks, a retried dead letter starts at 0 attempts.
+  virtual std::vector<EventState> blocked(std::size_t limit) = 0;
+  // leased: the events under a live lease (claimed, unsettled, not expired), in seq order.
+  virtual std::vector<EventState> leased(std::size_t limit) = 0;
 
   // Dead letters, oldest first.
   virtual std::vector<DeadEvent> dead(std::size_t limit) = 0;

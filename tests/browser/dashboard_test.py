@@ -2,7 +2,9 @@
 """The operator dashboard end to end in headless Chromium (Debian chromium + chromium-driver +
 python3-selenium): a daemon whose webhook sink fails, the numbers moving on the overview, the dead
 letters filtered, a retry refused without the admin token, a retry with the token delivered once
-the webhook works again, a cross-site POST refused.
+the webhook works again, a cross-site POST refused. Two more pipelines: "payments", whose webhook
+always fails with a long backoff, so its key is blocked behind a failing head (the blocked keys
+view); "slow", whose webhook holds the request, so a relay holds a lease (the leases view).
 
     dashboard_test.py OUTPOST_BIN [SCREENSHOT_DIR]
 
@@ -28,7 +30,7 @@ try:
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError:
     webdriver = None
 
@@ -36,14 +38,19 @@ TOKEN = "s3cret-admin-token"
 
 
 class Webhook(http.server.BaseHTTPRequestHandler):
-    """Fails every POST until `ok` is set, then records the delivered event ids."""
+    """/hook fails every POST until `ok` is set, then records the delivered event ids; /blocked
+    always fails; /slow answers only once `release` is set (or after 90 s)."""
     ok = False
     received = []
+    release = threading.Event()
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
-        if Webhook.ok:
+        if self.path.startswith("/slow"):
+            Webhook.release.wait(90)
+            self.send_response(200)
+        elif self.path.startswith("/hook") and Webhook.ok:
             Webhook.received.append(self.headers.get("Idempotency-Key", ""))
             self.send_response(200)
         else:
@@ -84,12 +91,27 @@ def main():
         subprocess.run([outpost, "emit", "--store", "sqlite:" + db, "--type", kind, "--key",
                         "key-%d" % i, "--payload", json.dumps({"n": i})], check=True,
                        stdout=subprocess.DEVNULL)
+    payments, slow = os.path.join(work, "payments.db"), os.path.join(work, "slow.db")
+    for kind, key in [("payment.captured", "acct-7"), ("payment.refunded", "acct-7")]:
+        subprocess.run([outpost, "emit", "--store", "sqlite:" + payments, "--type", kind,
+                        "--key", key, "--payload", "{}"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([outpost, "emit", "--store", "sqlite:" + slow, "--type", "report.built",
+                    "--key", "report-1", "--payload", "{}"], check=True,
+                   stdout=subprocess.DEVNULL)
     config = os.path.join(work, "outpost.toml")
     with open(config, "w") as f:
         f.write('[http]\nlisten = "127.0.0.1:0"\nadmin_token = "${TEST_ADMIN_TOKEN}"\n\n'
                 '[[relay]]\nname = "orders"\nstore = "sqlite:%s"\n'
                 'sink = "http://127.0.0.1:%d/hook"\nmax_attempts = 2\nbackoff_base_ms = 10\n'
                 'backoff_max_ms = 50\nquiet = true\n' % (db, hook.server_address[1]))
+        f.write('\n[[relay]]\nname = "payments"\nstore = "sqlite:%s"\n'
+                'sink = "http://127.0.0.1:%d/blocked"\nmax_attempts = 100\n'
+                'backoff_base_ms = 60000\nbackoff_max_ms = 60000\nquiet = true\n'
+                % (payments, hook.server_address[1]))
+        f.write('\n[[relay]]\nname = "slow"\nstore = "sqlite:%s"\n'
+                'sink = "http://127.0.0.1:%d/slow?timeout_ms=90000"\nlease_ms = 60000\n'
+                'max_attempts = 100\nquiet = true\n'
+                % (slow, hook.server_address[1]))
     log_path = os.path.join(work, "run.log")
     env = dict(os.environ, TEST_ADMIN_TOKEN=TOKEN)
     daemon = subprocess.Popen([outpost, "run", "--config", config], env=env,
@@ -117,8 +139,29 @@ def main():
         if shots:
             driver.save_screenshot(os.path.join(shots, "overview.png"))
 
+        # Blocked keys: payments' key waits behind its failing head, with the webhook's error.
+        driver.find_element(By.ID, "tab-blocked").click()
+        Select(driver.find_element(By.ID, "bk-pipeline")).select_by_value("payments")
+        row = wait("acct-7 blocked", lambda: driver.find_element(
+            By.CSS_SELECTOR, '#bk-table tr.bk-row[data-key="acct-7"]'))
+        wait("its error", lambda: "500" in row.text and "payment.captured" in row.text)
+        assert text("bk-count") == "1", text("bk-count")
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "blocked-keys.png"))
+
+        # Relays and leases: slow's relay holds report-1 under a lease while the webhook waits.
+        driver.find_element(By.ID, "tab-leases").click()
+        wait("the relays", lambda: "payments" in text("relays") and "slow" in text("relays"))
+        Select(driver.find_element(By.ID, "ls-pipeline")).select_by_value("slow")
+        lease = wait("slow's lease", lambda: [r for r in driver.find_elements(
+            By.CSS_SELECTOR, "#ls-table tr.ls-row") if "report-1" in r.text])[0]
+        assert "in " in lease.text, lease.text  # expires in N s
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "leases.png"))
+
         # Dead letters, filtered by type.
         driver.find_element(By.ID, "tab-dead").click()
+        Select(driver.find_element(By.ID, "dl-pipeline")).select_by_value("orders")
         wait("3 dead letters listed", lambda: text("dl-matching") == "3")
         driver.find_element(By.ID, "f-type").send_keys("order.placed")
         driver.find_element(By.ID, "f-apply").click()
@@ -182,6 +225,7 @@ def main():
     finally:
         if driver:
             driver.quit()
+        Webhook.release.set()
         daemon.send_signal(signal.SIGTERM)
         try:
             daemon.wait(30)

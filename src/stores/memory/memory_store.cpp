@@ -189,6 +189,30 @@ class MemoryStore final : public Store {
     return out;
   }
 
+  std::vector<EventState> blocked(std::size_t limit) override {
+    std::lock_guard lock(mu_);
+    TimePoint t = now();
+    std::vector<EventState> out;
+    std::unordered_set<std::string_view> seen;  // keys whose head was passed
+    for (const auto& [seq, row] : live_) {
+      if (out.size() >= limit) break;
+      if (row.event.key.empty() || !seen.insert(row.event.key).second) continue;
+      if (row.event.attempts > 0 && !row.last_error.empty()) out.push_back(state_of(row, t));
+    }
+    return out;
+  }
+
+  std::vector<EventState> leased(std::size_t limit) override {
+    std::lock_guard lock(mu_);
+    TimePoint t = now();
+    std::vector<EventState> out;
+    for (const auto& [seq, row] : live_) {
+      if (out.size() >= limit) break;
+      if (!row.lease_owner.empty() && row.lease_until > t) out.push_back(state_of(row, t));
+    }
+    return out;
+  }
+
   std::vector<DeadEvent> dead(std::size_t limit) override {
     std::lock_guard lock(mu_);
     std::vector<DeadEvent> out;
@@ -281,6 +305,23 @@ class MemoryStore final : public Store {
     Row& row = live_.at(it->second);
     if (row.lease_owner != batch.lease.owner) return nullptr;
     return &row;
+  }
+
+  static EventState state_of(const Row& row, TimePoint t) {
+    EventState s;
+    s.seq = row.event.seq;
+    s.id = row.event.id;
+    s.type = row.event.type;
+    s.key = row.event.key;
+    s.attempts = row.event.attempts;
+    s.last_error = row.last_error;
+    if (!row.lease_owner.empty() && row.lease_until > t) {
+      s.lease_owner = row.lease_owner;
+      s.lease_until = row.lease_until;
+    } else {
+      s.next_attempt = row.due_at;
+    }
+    return s;
   }
 
   // Dead -> pending, keeping its sequence. Caller holds mu_.

@@ -12,8 +12,8 @@
 //
 // Around this file: config.h (the URL), sql.h (the statements' text), session.h (the relay's
 // connection and its pipelines), listener.h (LISTEN/NOTIFY wake-ups), schema.h (DDL, migration,
-// archive maintenance), refused.h (values the server refuses, in our words), pg_conn.h (libpq
-// plumbing and error mapping).
+// archive maintenance), inspect.h (the operators' blocked and leased reads), refused.h (values
+// the server refuses, in our words), pg_conn.h (libpq plumbing and error mapping).
 
 #include <algorithm>
 #include <atomic>
@@ -28,6 +28,7 @@
 #include "core/headers_json.h"
 #include "outpost/stores/postgres.h"
 #include "stores/postgres/config.h"
+#include "stores/postgres/inspect.h"
 #include "stores/postgres/listener.h"
 #include "stores/postgres/pg_conn.h"
 #include "stores/postgres/refused.h"
@@ -283,6 +284,18 @@ class PostgresStore final : public Store {
     return out;
   }
 
+  std::vector<EventState> blocked(std::size_t limit) override {
+    pg::Params p;
+    p.text(std::to_string(limit));
+    return pg::read_states(pooled("blocked", inspect_.blocked, p, "blocked").get());
+  }
+
+  std::vector<EventState> leased(std::size_t limit) override {
+    pg::Params p;
+    p.text(std::to_string(limit));
+    return pg::read_states(pooled("leased", inspect_.leased, p, "leased").get());
+  }
+
   std::vector<DeadEvent> dead(std::size_t limit) override {
     pg::Params p;
     p.text(std::to_string(limit));
@@ -434,6 +447,7 @@ class PostgresStore final : public Store {
   StoreOptions options_;
   const pg::Names names_;
   const pg::Sql sql_;
+  const pg::InspectSql inspect_{names_};
   pg::Pool pool_;
   pg::Session session_;
   pg::Listener listener_;

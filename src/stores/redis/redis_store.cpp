@@ -73,6 +73,7 @@ struct Scripts {
   Script unlock{"unlock", with_prologue(kUnlock), {}, {}};
   Script stats{"stats", with_prologue(kStats), {}, {}};
   Script list{"list", with_prologue(kList), {}, {}};
+  Script inspect{"inspect", with_prologue(kInspect), {}, {}};
   Script retry{"retry", with_prologue(kRetry), {}, {}};
   Script discard{"discard", with_prologue(kDiscard), {}, {}};
 };
@@ -284,6 +285,9 @@ class RedisStore final : public Store {
 
   std::vector<DeadEvent> dead(std::size_t limit) override { return read_list("dead", limit); }
 
+  std::vector<EventState> blocked(std::size_t limit) override { return inspect("blocked", limit); }
+  std::vector<EventState> leased(std::size_t limit) override { return inspect("leased", limit); }
+
   std::size_t retry(std::span<const EventId> ids) override { return bulk(scripts_.retry, ids); }
   std::size_t retry_all() override { return bulk_all(scripts_.retry); }
   std::size_t discard(std::span<const EventId> ids) override { return bulk(scripts_.discard, ids); }
@@ -439,6 +443,37 @@ class RedisStore final : public Store {
       std::string dead_at = str(f[5]);
       if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(to_int(dead_at)));
       out.push_back(std::move(d));
+    }
+    return out;
+  }
+
+  std::vector<EventState> inspect(std::string_view which, std::size_t limit) {
+    std::vector<EventState> out;
+    if (limit == 0) return out;
+    const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
+    Reply r = client_.eval(scripts_.inspect, key_, {base_, which, limit_s});
+    if (r->type != REDIS_REPLY_ARRAY) return out;
+    auto ms = [](const std::string& v) { return TimePoint(std::chrono::milliseconds(to_int(v))); };
+    // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until (inspect.lua)
+    constexpr std::size_t kFields = 9;
+    for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
+      redisReply** f = r->element + i;
+      StoredEvent e;
+      fill(e, f, /*strict=*/false);
+      EventState& s = out.emplace_back();
+      s.seq = e.seq;
+      s.id = e.id;
+      s.type = std::move(e.type);
+      s.key = std::move(e.key);
+      s.attempts = static_cast<int>(to_int(str(f[3])));
+      s.last_error = str(f[4]);
+      s.lease_owner = str(f[6]);
+      if (s.lease_owner.empty()) {
+        if (std::string due = str(f[5]); !due.empty()) s.next_attempt = ms(due);
+      } else {
+        s.fence = to_int(str(f[7]));
+        s.lease_until = ms(str(f[8]));
+      }
     }
     return out;
   }

@@ -2,7 +2,8 @@
 //
 // Files: sqlite_conn (connections, statement cache, the error mapping), sqlite_schema (tables
 // and migration), sqlite_lock (the writer lock), sqlite_sql (SQL text), sqlite_claim,
-// sqlite_settle, sqlite_append, sqlite_url (URL parsing); this file: the Store object.
+// sqlite_settle, sqlite_append, sqlite_url (URL parsing), sqlite_inspect (blocked, leased);
+// this file: the Store object.
 //
 // Layout (schema version 2, sqlite_schema.cpp), created in one transaction on open:
 //   <t>          the state: seq INTEGER PRIMARY KEY AUTOINCREMENT (the rowid: cheap appends;
@@ -47,6 +48,7 @@
 #include "stores/sqlite/sqlite_append.h"
 #include "stores/sqlite/sqlite_claim.h"
 #include "stores/sqlite/sqlite_conn.h"
+#include "stores/sqlite/sqlite_inspect.h"
 #include "stores/sqlite/sqlite_lock.h"
 #include "stores/sqlite/sqlite_schema.h"
 #include "stores/sqlite/sqlite_settle.h"
@@ -245,6 +247,13 @@ class SqliteStore final : public Store {
       while (step_row(c.db(), s, "listing events")) read_event(s, out.emplace_back());
       return out;
     });
+  }
+
+  std::vector<EventState> blocked(std::size_t limit) override {
+    return read([&](Conn& c) { return read_states(c, inspect_.blocked, limit); });
+  }
+  std::vector<EventState> leased(std::size_t limit) override {
+    return read([&](Conn& c) { return read_states(c, inspect_.leased, limit); });
   }
 
   std::vector<DeadEvent> dead(std::size_t limit) override {
@@ -566,6 +575,7 @@ class SqliteStore final : public Store {
   SteadyClock::time_point next_prune_{};  // guarded by prune_mu_
 
   const SqlText sql_;  // after t_: built from it
+  const InspectSql inspect_{t_};
 };
 
 }  // namespace

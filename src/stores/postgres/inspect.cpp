@@ -1,0 +1,45 @@
+#include "stores/postgres/inspect.h"
+
+#include "stores/postgres/pg_conn.h"
+
+namespace outpost::pg {
+
+InspectSql::InspectSql(const Names& n) {
+  const std::string& t = n.outbox;
+  // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
+  // live), lease_until.
+  const std::string columns =
+      "SELECT t.seq, t.id, t.type, t.key, t.attempts, coalesce(t.last_error, ''), t.due_at, "
+      "CASE WHEN t.state = 1 AND t.lease_until > now() THEN t.lease_owner END, t.lease_until "
+      "FROM " +
+      t + " t WHERE ";
+  // A key's head: no earlier row of the key (one probe of the (key, seq) index per failed row).
+  blocked = columns +
+            "t.key <> '' AND t.attempts > 0 AND coalesce(t.last_error, '') <> '' AND NOT EXISTS "
+            "(SELECT 1 FROM " +
+            t + " x WHERE x.key = t.key AND x.seq < t.seq) ORDER BY t.seq LIMIT $1::bigint";
+  leased = columns + "t.state = 1 AND t.lease_until > now() ORDER BY t.seq LIMIT $1::bigint";
+}
+
+std::vector<EventState> read_states(const PGresult* r) {
+  std::vector<EventState> out(static_cast<std::size_t>(PQntuples(r)));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    int row = static_cast<int>(i);
+    EventState& e = out[i];
+    e.seq = get_i64(r, row, 0);
+    e.id = get_uuid(r, row, 1);
+    e.type = get_bytes(r, row, 2);
+    e.key = get_bytes(r, row, 3);
+    e.attempts = get_i32(r, row, 4);
+    e.last_error = get_bytes(r, row, 5);
+    if (is_null(r, row, 7)) {
+      e.next_attempt = get_time(r, row, 6);
+    } else {
+      e.lease_owner = get_bytes(r, row, 7);
+      e.lease_until = get_time(r, row, 8);
+    }
+  }
+  return out;
+}
+
+}  // namespace outpost::pg

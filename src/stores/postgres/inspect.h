@@ -1,0 +1,23 @@
+#pragma once
+// The PostgreSQL store's read-only inspection (Store::blocked, Store::leased): the statements
+// and the decoding of their rows into EventState.
+
+#include <libpq-fe.h>
+
+#include <string>
+#include <vector>
+
+#include "outpost/store.h"
+#include "stores/postgres/schema.h"
+
+namespace outpost::pg {
+
+struct InspectSql {
+  explicit InspectSql(const Names& n);
+  std::string blocked;  // $1 limit
+  std::string leased;   // $1 limit
+};
+
+std::vector<EventState> read_states(const PGresult* r);
+
+}  // namespace outpost::pg

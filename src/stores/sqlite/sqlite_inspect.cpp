@@ -1,0 +1,54 @@
+#include "stores/sqlite/sqlite_inspect.h"
+
+#include <algorithm>
+
+#include "outpost/error.h"
+
+#include "stores/sqlite/sqlite_sql.h"
+
+namespace outpost::sqlite_store {
+
+InspectSql::InspectSql(const std::string& t) {
+  // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
+  // live), lease_until (ms). A lease is live while lease_until is after the database's now.
+  const std::string now = kNowMs;
+  const std::string columns =
+      "SELECT s.seq, b.id, b.type, s.key, s.attempts, s.last_error, s.due_at, "
+      "CASE WHEN s.lease_owner IS NOT NULL AND s.lease_until > " +
+      now + " THEN s.lease_owner END, s.lease_until FROM " + t + " AS s JOIN " + t +
+      "_body AS b ON b.seq = s.seq WHERE ";
+  // A key's head is its lowest seq; one grouped pass over the state rows (no index on key:
+  // the claim finds heads while reading from the head, see sqlite_schema.cpp).
+  blocked = columns + "s.seq IN (SELECT min(seq) FROM " + t +
+            " WHERE key <> '' GROUP BY key) AND s.attempts > 0 AND s.last_error IS NOT NULL "
+            "AND s.last_error <> '' ORDER BY s.seq LIMIT ?1";
+  leased =
+      columns + "s.lease_owner IS NOT NULL AND s.lease_until > " + now + " ORDER BY s.seq LIMIT ?1";
+}
+
+std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t limit) {
+  auto ms = [](sqlite3_int64 v) { return TimePoint(std::chrono::microseconds(v * 1000)); };
+  std::vector<EventState> out;
+  Use s(c.prepare(sql));
+  sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, 1 << 30)));
+  while (step_row(c.db(), s, "inspecting events")) {
+    EventState& e = out.emplace_back();
+    e.seq = sqlite3_column_int64(s, 0);
+    if (sqlite3_column_bytes(s, 1) != 16)
+      throw Error(ErrorCode::corrupt, "sqlite", "event id column is not a 16-byte blob");
+    e.id = EventId::from_bytes(static_cast<const std::uint8_t*>(sqlite3_column_blob(s, 1)));
+    e.type = column_text(s, 2);
+    e.key = column_text(s, 3);
+    e.attempts = sqlite3_column_int(s, 4);
+    e.last_error = column_text(s, 5);
+    if (sqlite3_column_type(s, 7) == SQLITE_NULL) {
+      e.next_attempt = ms(sqlite3_column_int64(s, 6));
+    } else {
+      e.lease_owner = std::to_string(sqlite3_column_int64(s, 7));
+      e.lease_until = ms(sqlite3_column_int64(s, 8));
+    }
+  }
+  return out;
+}
+
+}  // namespace outpost::sqlite_store
