@@ -18,19 +18,14 @@
 #include "consume/sources.h"
 #include "core/sink_batch.h"
 #include "outpost/error.h"
+#include "sinks/nats/nats_common.h"
 
 namespace outpost::consume {
 namespace {
 
-struct ConnectionDeleter {
-  void operator()(natsConnection* nc) const noexcept { natsConnection_Destroy(nc); }
-};
-struct JsDeleter {
-  void operator()(jsCtx* js) const noexcept { jsCtx_Destroy(js); }
-};
-struct OptionsDeleter {
-  void operator()(natsOptions* o) const noexcept { natsOptions_Destroy(o); }
-};
+using nats::ConnectionDeleter;
+using nats::JsDeleter;
+using nats::status_text;
 struct SubscriptionDeleter {
   void operator()(natsSubscription* s) const noexcept {
     natsSubscription_Unsubscribe(s);  // deletes the ephemeral consumer on the server now
@@ -48,18 +43,10 @@ struct MsgListGuard {
   ~MsgListGuard() { natsMsgList_Destroy(&list); }
 };
 
-struct Config {
-  std::vector<std::string> servers;
-  std::string user, password, subject, stream, where;
+struct Config : nats::Endpoint {
+  std::string subject, stream;
   Duration timeout{10'000};
 };
-
-std::string status_text(natsStatus s) {
-  std::string text = natsStatus_GetText(s);
-  const char* last = nats_GetLastError(nullptr);
-  if (last && *last && text != last) text += std::string(": ") + last;
-  return text;
-}
 
 std::uint64_t parse_sequence(const std::string& text) {
   if (text.empty()) return 0;
@@ -140,19 +127,10 @@ class NatsSource final : public Source {
 
  private:
   void connect() {
-    natsOptions* raw_opts = nullptr;
-    if (natsOptions_Create(&raw_opts) != NATS_OK)
-      throw ConnectionError("nats", c_.where + ": out of memory");
-    std::unique_ptr<natsOptions, OptionsDeleter> opts(raw_opts);
-    std::vector<const char*> servers;
-    for (auto& s : c_.servers) servers.push_back(s.c_str());
-    natsOptions_SetServers(opts.get(), servers.data(), static_cast<int>(servers.size()));
-    if (!c_.user.empty() || !c_.password.empty())
-      natsOptions_SetUserInfo(opts.get(), c_.user.c_str(), c_.password.c_str());
-    natsOptions_SetTimeout(opts.get(), c_.timeout.count());
-    natsOptions_SetAllowReconnect(opts.get(), true);
-    natsOptions_SetMaxReconnect(opts.get(), -1);
-    natsOptions_SetReconnectWait(opts.get(), 250);
+    natsStatus status = NATS_OK;
+    const char* step = "";
+    nats::OptionsPtr opts = nats::connection_options(c_, c_.timeout, status, step);
+    if (!opts) throw ConnectionError("nats", c_.where + ": " + step + ": " + status_text(status));
     natsConnection* nc = nullptr;
     natsStatus s = natsConnection_Connect(&nc, opts.get());
     if (s != NATS_OK)
@@ -229,11 +207,7 @@ std::unique_ptr<Source> open_nats_source(const core::Url& url) {
   auto bad = [&](const std::string& what) {
     return ConfigError("nats source URL " + c.where + ": " + what, "nats");
   };
-  if (url.hosts().empty() || url.hosts().front().host.empty()) throw bad("server host missing");
-  for (const auto& hp : url.hosts())
-    c.servers.push_back("nats://" + hp.host + ":" + std::to_string(hp.port ? hp.port : 4222));
-  c.user = url.user();
-  c.password = url.password();
+  nats::read_endpoint(url, c, bad);
   c.subject = url.path();
   if (c.subject.empty()) throw bad("subject (the URL path) missing");
   // The sink's rule for the subjects a template covers (tail {type}: any depth).
@@ -243,13 +217,7 @@ std::unique_ptr<Source> open_nats_source(const core::Url& url) {
   if (!stream || stream->empty()) throw bad("parameter 'stream' (the JetStream stream) missing");
   c.stream = *stream;
   c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(10'000)};
-  // The sink's own parameters, so one URL serves relay and consumer.
-  url.bool_param("create");
-  url.bool_param("sync_always");
-  url.int_param("max_pending", 1, 1'000'000);
-  url.int_param("duplicate_window_ms", 1, std::int64_t{1} << 40);
-  url.int_param("lease_ms", 0, std::int64_t{1} << 40);
-  url.int_param("backoff_max_ms", 0, std::int64_t{1} << 40);
+  nats::read_publishing(url, SinkOptions{});  // the sink's own: one URL serves relay and consumer
   url.reject_unknown();
   return std::make_unique<NatsSource>(std::move(c));
 }

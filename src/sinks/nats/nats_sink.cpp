@@ -25,19 +25,14 @@
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#include "sinks/nats/nats_common.h"
 
 namespace outpost {
 namespace {
 
-struct ConnectionDeleter {
-  void operator()(natsConnection* nc) const { natsConnection_Destroy(nc); }
-};
-struct JsDeleter {
-  void operator()(jsCtx* js) const { jsCtx_Destroy(js); }
-};
-struct OptionsDeleter {
-  void operator()(natsOptions* o) const { natsOptions_Destroy(o); }
-};
+using nats::ConnectionDeleter;
+using nats::JsDeleter;
+using nats::status_text;
 struct MsgDeleter {
   void operator()(natsMsg* m) const { natsMsg_Destroy(m); }
 };
@@ -53,13 +48,6 @@ const char* header_safe(std::string_view v, std::string& scratch) {
   for (auto& c : scratch)
     if (c == '\r' || c == '\n') c = ' ';
   return scratch.c_str();
-}
-
-std::string status_text(natsStatus s) {
-  std::string text = natsStatus_GetText(s);
-  const char* last = nats_GetLastError(nullptr);
-  if (last && *last && text != last) text += std::string(": ") + last;
-  return text;
 }
 
 const char* conn_status_text(natsConnStatus s) {
@@ -79,44 +67,25 @@ const char* conn_status_text(natsConnStatus s) {
   }
 }
 
-struct NatsConfig {
-  std::vector<std::string> servers;
-  std::string user, password;
+struct NatsConfig : nats::Endpoint, nats::Publishing {
   std::string subject_template;
   std::string stream;
-  bool create = false;
-  std::int64_t max_pending = 4096;
-  std::int64_t dup_window_ms = 0;  // for a created stream; 0 = server default (2 min)
   Duration timeout{10'000};
-  Duration lease{0};
-  Duration backoff_max{0};
-  bool sync_always = false;  // the user says the server fsyncs before it acks: no warning
-  std::string where;
 };
 
 class NatsSink final : public Sink {
  public:
   explicit NatsSink(NatsConfig config) : config_(std::move(config)) {
-    natsOptions* raw_opts = nullptr;
-    check(natsOptions_Create(&raw_opts), "options");
-    std::unique_ptr<natsOptions, OptionsDeleter> opts(raw_opts);
-    std::vector<const char*> servers;
-    for (auto& s : config_.servers) servers.push_back(s.c_str());
-    check(natsOptions_SetServers(opts.get(), servers.data(), static_cast<int>(servers.size())),
-          "servers");
-    if (!config_.user.empty() || !config_.password.empty())
-      check(natsOptions_SetUserInfo(opts.get(), config_.user.c_str(), config_.password.c_str()),
-            "credentials");
     // Outages of any length: reconnect forever; deliveries fail meanwhile (no buffering of
     // publishes that the relay would think are in flight).
-    natsOptions_SetAllowReconnect(opts.get(), true);
-    natsOptions_SetMaxReconnect(opts.get(), -1);
-    natsOptions_SetReconnectWait(opts.get(), 250);
+    natsStatus status = NATS_OK;
+    const char* step = "";
+    nats::OptionsPtr opts = nats::connection_options(config_, config_.timeout, status, step);
+    if (!opts) check(status, step);
     // No reconnect buffer worth the name: publishes made while reconnecting must fail (we
     // report them failed), not be replayed later behind our back, where a replayed later event
     // of a key could land before the redelivery of an earlier one that was lost.
     natsOptions_SetReconnectBufSize(opts.get(), 1);
-    natsOptions_SetTimeout(opts.get(), config_.timeout.count());
 
     natsConnection* nc = nullptr;
     natsStatus s = natsConnection_Connect(&nc, opts.get());
@@ -396,25 +365,14 @@ std::unique_ptr<Sink> open_nats_sink(std::string_view text, const SinkOptions& o
     return ConfigError("nats sink URL " + c.where + ": " + what, "nats");
   };
   if (url.scheme() != "nats") throw bad("scheme must be nats://");
-  if (url.hosts().empty() || url.hosts().front().host.empty()) throw bad("server host missing");
-  for (const auto& hp : url.hosts())
-    c.servers.push_back("nats://" + hp.host + ":" + std::to_string(hp.port ? hp.port : 4222));
-  c.user = url.user();
-  c.password = url.password();
+  nats::read_endpoint(url, c, bad);
   c.subject_template = url.path();
   if (c.subject_template.empty()) throw bad("subject (the URL path) missing");
   auto stream = url.param("stream");
   if (!stream || stream->empty()) throw bad("parameter 'stream' (the JetStream stream) missing");
   c.stream = *stream;
-  c.create = url.bool_param("create").value_or(false);
-  c.max_pending = url.int_param("max_pending", 1, 1'000'000).value_or(4096);
-  c.dup_window_ms = url.int_param("duplicate_window_ms", 1, std::int64_t{1} << 40).value_or(0);
+  static_cast<nats::Publishing&>(c) = nats::read_publishing(url, options);
   c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(options.timeout.count())};
-  c.lease =
-      Duration{url.int_param("lease_ms", 0, std::int64_t{1} << 40).value_or(options.lease.count())};
-  c.backoff_max = Duration{url.int_param("backoff_max_ms", 0, std::int64_t{1} << 40)
-                               .value_or(options.backoff_max.count())};
-  c.sync_always = url.bool_param("sync_always").value_or(false);
   url.reject_unknown();
   return std::make_unique<NatsSink>(std::move(c));
 }
