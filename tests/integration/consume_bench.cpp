@@ -10,7 +10,10 @@
 // and prints one JSON object per log (DESIGN §6 names where they apply; there is no latency
 // phase):
 //   {"log":"file","events":N,"batch":B,"events_per_s":X,"baseline_events_per_s":X,"ratio":X,
-//    "source_events_per_s":X,"peak_rss_mb":X,"rss_tenth_mb":X,"rss_end_mb":X}
+//    "source_events_per_s":X,"peak_rss_mb":X,"rss_tenth_mb":X,"rss_end_mb":X,
+//    "cpu_us_per_event":X,"source_cpu_us_per_event":X}
+// (CPU: this process, all threads, per message, while the consumer / the source loop ran: a
+// figure a busy machine disturbs less than messages/s.)
 //
 // usage: outpost_consume_bench N BATCH LOG...
 //   LOG: file (a new temp file), redis-stream://host:port/STREAM, kafka://host:port,.../TOPIC,
@@ -21,6 +24,7 @@
 #include <hiredis/hiredis.h>
 #include <librdkafka/rdkafka.h>
 #include <nats/nats.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -52,6 +56,14 @@ double vm_rss_mb() {
   while (std::getline(in, line))
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   return 0;
+}
+
+// CPU seconds this process used so far (all threads: the client libraries' too).
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
 
 double vm_hwm_mb() {
@@ -262,22 +274,24 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
   populate(log_url, file_path, n);
 
   // The outpost source alone (also warms the page cache and the broker).
-  double source_rate = 0;
+  double source_rate = 0, source_cpu = 0;
   {
     auto src = open_source(source_url);
     src->seek("");
     std::size_t got = 0;
     Progress progress(name + " source read");
     auto t = Steady::now();
+    double c0 = cpu_seconds();
     while (got < n) {
       progress.check(got, n);
       got += src->read(batch, std::chrono::milliseconds(1000)).size();
     }
     source_rate = static_cast<double>(got) / seconds_since(t);
+    source_cpu = (cpu_seconds() - c0) * 1e6 / static_cast<double>(got);
   }
 
   // The consumer: inbox + checkpoint committed in SQLite per batch, no-op handler.
-  double rate = 0, rss_tenth = 0, rss_end = 0;
+  double rate = 0, rss_tenth = 0, rss_end = 0, cpu = 0;
   {
     auto store = open_checkpoint_store("sqlite:" + dir + "/cp-" + tag + ".db");
     auto src = open_source(source_url);
@@ -289,12 +303,14 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
     std::size_t handled = 0;
     Progress progress(name + " consumer");
     auto t = Steady::now();
+    double c0 = cpu_seconds();
     while (handled < n) {
       progress.check(handled, n);
       handled += c.run_once([](ConsumerBatch&) {});
       if (rss_tenth == 0 && handled >= n / 10) rss_tenth = vm_rss_mb();
     }
     rate = static_cast<double>(handled) / seconds_since(t);
+    cpu = (cpu_seconds() - c0) * 1e6 / static_cast<double>(handled);
     rss_end = vm_rss_mb();
   }
 
@@ -320,9 +336,10 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
   std::printf(
       "{\"log\":\"%s\",\"events\":%zu,\"batch\":%zu,\"events_per_s\":%.0f,"
       "\"baseline_events_per_s\":%.0f,\"ratio\":%.2f,\"source_events_per_s\":%.0f,"
-      "\"peak_rss_mb\":%.1f,\"rss_tenth_mb\":%.1f,\"rss_end_mb\":%.1f}\n",
+      "\"peak_rss_mb\":%.1f,\"rss_tenth_mb\":%.1f,\"rss_end_mb\":%.1f,"
+      "\"cpu_us_per_event\":%.2f,\"source_cpu_us_per_event\":%.2f}\n",
       name.c_str(), n, batch, rate, base_rate, rate / base_rate, source_rate, vm_hwm_mb(),
-      rss_tenth, rss_end);
+      rss_tenth, rss_end, cpu, source_cpu);
   std::fflush(stdout);
   if (!file_path.empty()) std::filesystem::remove(file_path);
 }
