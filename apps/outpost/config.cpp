@@ -20,6 +20,11 @@
 namespace outpost::cli {
 namespace {
 
+// The backoff rule (limits.h) in the words of the config file's keys.
+std::string backoff_key_error(std::int64_t base_ms, std::int64_t max_ms) {
+  return limits::backoff_order_error(base_ms, max_ms, "backoff_base_ms", "key 'backoff_max_ms'");
+}
+
 using Value = toml::value;
 
 // "FILE:LINE: " for a value of the parsed file.
@@ -233,10 +238,8 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   r.boolean("until_empty", p.until_empty);
   r.boolean("quiet", p.quiet);
   r.reject_unknown(pipeline_key_hint);
-  if (p.backoff_max_ms < p.backoff_base_ms)
-    fail(at(file, table) + "[[relay]] '" + p.name + "': ",
-         "key 'backoff_max_ms' (" + std::to_string(p.backoff_max_ms) +
-             ") must be >= backoff_base_ms (" + std::to_string(p.backoff_base_ms) + ")");
+  if (auto e = backoff_key_error(p.backoff_base_ms, p.backoff_max_ms); !e.empty())
+    fail(at(file, table) + "[[relay]] '" + p.name + "': ", e);
   const Value& store = table.as_table().at("store");
   const Value& sink = table.as_table().at("sink");
   check_scheme(r.where(store, "store"), p.store, "store", store_schemes());
@@ -270,10 +273,8 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
   const auto& t = table.as_table();
   if (a.group.empty() || a.group.size() > 200)
     fail(r.where(t.at("group"), "group"), "must be 1-200 bytes");
-  if (a.backoff_max_ms < a.backoff_base_ms)
-    fail(at(file, table) + context, "key 'backoff_max_ms' (" + std::to_string(a.backoff_max_ms) +
-                                        ") must be >= backoff_base_ms (" +
-                                        std::to_string(a.backoff_base_ms) + ")");
+  if (auto e = backoff_key_error(a.backoff_base_ms, a.backoff_max_ms); !e.empty())
+    fail(at(file, table) + context, e);
   check_scheme(r.where(t.at("from"), "from"), a.from, "log (from)", source_schemes());
   check_scheme(r.where(t.at("sink"), "sink"), a.sink, "sink", sink_schemes());
   try {

@@ -96,9 +96,10 @@ int run_consume(const ConsumeArgs& a, const std::string& log_format) {
 ConsumeBridge::ConsumeBridge(const ConsumeArgs& a, std::function<void(const std::string&)> on_error,
                              PipelineMetrics* metrics)
     : args_(a) {
-  if (a.backoff_max_ms < a.backoff_base_ms)
-    throw ConfigError("--backoff-max-ms (" + std::to_string(a.backoff_max_ms) +
-                      ") must be >= --backoff-base-ms (" + std::to_string(a.backoff_base_ms) + ")");
+  if (auto e = limits::backoff_order_error(a.backoff_base_ms, a.backoff_max_ms, "--backoff-base-ms",
+                                           "--backoff-max-ms");
+      !e.empty())
+    throw ConfigError(e);
   if (a.group.empty()) throw ConfigError("--group must not be empty");
   // Every URL is checked before anything is opened or written.
   validate_checkpoint_store_url(a.checkpoint);

@@ -3,6 +3,7 @@
 // `outpost consume` and the keys of their [[relay]] / [[consume]] tables in the config file.
 
 #include <cstdint>
+#include <string>
 
 namespace outpost::cli::limits {
 
@@ -11,5 +12,14 @@ inline constexpr std::int64_t kMaxAttempts = 1'000'000;  // --max-attempts, max_
 inline constexpr std::int64_t kMaxConcurrency = 1024;    // --concurrency, concurrency
 inline constexpr std::int64_t kMinLeaseMs = 10;          // --lease-ms, lease_ms
 inline constexpr std::int64_t kMaxMs = 86'400'000;       // every *-ms / *_ms setting: a day
+
+// The one rule across two settings: the largest retry delay is not below the first one. Empty
+// when it holds, else "<max_name> (N) must be >= <base_name> (M)" for the caller's message.
+inline std::string backoff_order_error(std::int64_t base_ms, std::int64_t max_ms,
+                                       const std::string& base_name, const std::string& max_name) {
+  if (max_ms >= base_ms) return {};
+  return max_name + " (" + std::to_string(max_ms) + ") must be >= " + base_name + " (" +
+         std::to_string(base_ms) + ")";
+}
 
 }  // namespace outpost::cli::limits

@@ -34,9 +34,10 @@ struct RelayArgs : PipelineConfig {
 
 int run_relay(const RelayArgs& a, const std::string& log_format) {
   set_log_format("outpost relay", log_format);
-  if (a.backoff_max_ms < a.backoff_base_ms)
-    throw ConfigError("--backoff-max-ms (" + std::to_string(a.backoff_max_ms) +
-                      ") must be >= --backoff-base-ms (" + std::to_string(a.backoff_base_ms) + ")");
+  if (auto e = limits::backoff_order_error(a.backoff_base_ms, a.backoff_max_ms, "--backoff-base-ms",
+                                           "--backoff-max-ms");
+      !e.empty())
+    throw ConfigError(e);
   // A closed stdout pipe (--sink file:-) must be an error the relay reports, releasing the events
   // it holds, not a SIGPIPE that kills it with them leased.
   signal(SIGPIPE, SIG_IGN);
