@@ -170,6 +170,7 @@ std::string_view ConsumeBridge::sink_name() const {
 ConsumerStatus ConsumeBridge::status() const {
   ConsumerStatus s;
   s.counters = consumer_->counters();
+  s.group = args_.group;
   s.source = std::string(source_->name());
   std::lock_guard lock(probe_mu_);
   std::string position;
@@ -177,7 +178,7 @@ ConsumerStatus ConsumeBridge::status() const {
     if (!probe_store_) probe_store_ = open_checkpoint_store(args_.checkpoint);
     auto group = probe_store_->group(args_.group);
     s.dead = group ? group->dead : 0;
-    if (group) position = group->position;
+    if (group) position = s.position = group->position;
   } catch (const std::exception& e) {
     s.store_error = e.what();
     probe_store_.reset();  // reconnect next time

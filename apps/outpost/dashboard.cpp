@@ -112,6 +112,20 @@ json holders_json(const std::vector<EventState>& leased, TimePoint at, Duration 
   return holders;
 }
 
+// A consume pipeline's group: where it stands (position, lag, dead letters) and its counters.
+json consumer_json(const ConsumerStatus& s) {
+  const ConsumerCounters& c = s.counters;
+  json j{{"group", s.group},     {"source", s.source},     {"position", s.position},
+         {"read", c.read},       {"delivered", c.handled}, {"duplicates", c.duplicates},
+         {"failed", c.failures}, {"parked", c.parked},     {"retried", c.retried},
+         {"errors", c.errors}};
+  if (s.lag) j["lag"] = *s.lag;
+  if (s.dead) j["dead"] = *s.dead;
+  if (!s.store_error.empty()) j["store_error"] = redact(s.store_error);
+  if (!s.source_error.empty()) j["source_error"] = redact(s.source_error);
+  return j;
+}
+
 // ?limit= within [1, kMaxInspect] (default 100); false with a 400 reply when malformed.
 bool inspect_limit(const httplib::Request& req, httplib::Response& res, std::size_t& limit) {
   limit = 100;
@@ -234,6 +248,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
         j["lease_ms"] = p.relay->options().lease.count();
         j["ordered"] = p.relay->options().order == ClaimOrder::ordered;
       }
+      if (p.consumer) j["consumer"] = consumer_json(p.consumer->status());
       if (p.store) {
         try {
           auto s = p.store->stats();

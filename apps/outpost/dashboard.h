@@ -1,7 +1,8 @@
 #pragma once
 // The operator dashboard served at / by the HTTP server (metrics.h), and its JSON API:
 //   GET  /                    the page (HTML/JS/CSS embedded at build time, no external assets)
-//   GET  /api/overview        pipelines: state, counters, backlog, oldest age, dead count
+//   GET  /api/overview        pipelines: state, counters, backlog, oldest age, dead count; a
+//                             consume pipeline's group: position, lag, dead letters, counters
 //   GET  /api/dead?pipeline=P&type=&key=&error=&limit=   dead letters matching the filter
 //                             (type exact, key and error text substring), with payload/headers
 //   GET  /api/blocked?pipeline=P&limit=   keys whose head event failed (Store::blocked): error,

@@ -26,7 +26,9 @@ namespace outpost::cli {
 // Where a consume pipeline stands (`outpost consume`, a daemon [[consume]]).
 struct ConsumerStatus {
   ConsumerCounters counters;
+  std::string group;                 // the consumer group
   std::string source;                // the log's backend: "file", "kafka", ...
+  std::string position;              // the group's committed checkpoint; empty: none yet/unknown
   std::optional<std::int64_t> lag;   // messages after the committed checkpoint; nullopt: unknown
   std::optional<std::int64_t> dead;  // parked messages; nullopt: checkpoint store unreachable
   std::string store_error;           // why `dead` is unknown

@@ -4,7 +4,8 @@ python3-selenium): a daemon whose webhook sink fails, the numbers moving on the 
 letters filtered, a retry refused without the admin token, a retry with the token delivered once
 the webhook works again, a cross-site POST refused. Two more pipelines: "payments", whose webhook
 always fails with a long backoff, so its key is blocked behind a failing head (the blocked keys
-view); "slow", whose webhook holds the request, so a relay holds a lease (the leases view).
+view); "slow", whose webhook holds the request, so a relay holds a lease (the leases view). A
+[[consume]] pipeline "audit" copies a log written beforehand (the consumers view).
 
     dashboard_test.py OUTPOST_BIN [SCREENSHOT_DIR]
 
@@ -98,6 +99,14 @@ def main():
     subprocess.run([outpost, "emit", "--store", "sqlite:" + slow, "--type", "report.built",
                     "--key", "report-1", "--payload", "{}"], check=True,
                    stdout=subprocess.DEVNULL)
+    feed, log = os.path.join(work, "feed.db"), os.path.join(work, "log.jsonl")
+    for i in range(2):
+        subprocess.run([outpost, "emit", "--store", "sqlite:" + feed, "--type", "audit.entry",
+                        "--key", "a-%d" % i, "--payload", "{}"], check=True,
+                       stdout=subprocess.DEVNULL)
+    subprocess.run([outpost, "relay", "--store", "sqlite:" + feed, "--sink", "file:" + log,
+                    "--until-empty"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     config = os.path.join(work, "outpost.toml")
     with open(config, "w") as f:
         f.write('[http]\nlisten = "127.0.0.1:0"\nadmin_token = "${TEST_ADMIN_TOKEN}"\n\n'
@@ -112,6 +121,9 @@ def main():
                 'sink = "http://127.0.0.1:%d/slow?timeout_ms=90000"\nlease_ms = 60000\n'
                 'max_attempts = 100\nquiet = true\n'
                 % (slow, hook.server_address[1]))
+        f.write('\n[[consume]]\nname = "audit"\nfrom = "file:%s"\ngroup = "audit"\n'
+                'checkpoint = "sqlite:%s"\nsink = "file:%s"\n'
+                % (log, os.path.join(work, "checkpoints.db"), os.path.join(work, "copy.jsonl")))
     log_path = os.path.join(work, "run.log")
     env = dict(os.environ, TEST_ADMIN_TOKEN=TOKEN)
     daemon = subprocess.Popen([outpost, "run", "--config", config], env=env,
@@ -158,6 +170,15 @@ def main():
         assert "in " in lease.text, lease.text  # expires in N s
         if shots:
             driver.save_screenshot(os.path.join(shots, "leases.png"))
+
+        # Consumers: the audit group caught up with its log (lag 0), both messages delivered.
+        driver.find_element(By.ID, "tab-consumers").click()
+        cells = lambda: [c.text for c in driver.find_elements(
+            By.CSS_SELECTOR, '#cs-table tr.cs-row[data-group="audit"] td')]
+        wait("audit caught up", lambda: cells()[5] == "0" and cells()[7] == "2")
+        assert cells()[3] == "running" and cells()[4] not in ("", "-"), cells()
+        if shots:
+            driver.save_screenshot(os.path.join(shots, "consumers.png"))
 
         # Dead letters, filtered by type.
         driver.find_element(By.ID, "tab-dead").click()

@@ -87,7 +87,7 @@ TEST_P(StoreInspect, AFailedHeadBeingRetriedShowsItsLease) {
   std::vector<Nack> nacks{{events[0].id, "timeout", Duration(50ms)}};
   ASSERT_EQ(store().nack(first, nacks), 1u);
   ClaimedBatch again;
-  for (auto deadline = SteadyClock::now() + 5s; again.empty() && SteadyClock::now() < deadline;) {
+  for (auto deadline = SteadyClock::now() + 20s; again.empty() && SteadyClock::now() < deadline;) {
     std::this_thread::sleep_for(20ms);
     again = store().claim(1, 10s);
   }
