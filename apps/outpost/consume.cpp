@@ -167,6 +167,31 @@ std::string_view ConsumeBridge::sink_name() const {
   return sink_->name();
 }
 
+template <class F>
+auto ConsumeBridge::with_probe_store(F&& fn) const
+    -> decltype(fn(std::declval<CheckpointStore&>())) {
+  std::lock_guard lock(probe_mu_);
+  try {
+    if (!probe_store_) probe_store_ = open_checkpoint_store(args_.checkpoint);
+    return fn(*probe_store_);
+  } catch (...) {
+    probe_store_.reset();  // reconnect next time
+    throw;
+  }
+}
+
+std::vector<ConsumerDeadLetter> ConsumeBridge::dead(std::size_t limit) const {
+  return with_probe_store([&](CheckpointStore& s) { return s.dead(args_.group, limit); });
+}
+
+std::size_t ConsumeBridge::retry(std::span<const std::string> ids) const {
+  return with_probe_store([&](CheckpointStore& s) { return s.retry(args_.group, ids); });
+}
+
+std::size_t ConsumeBridge::discard(std::span<const std::string> ids) const {
+  return with_probe_store([&](CheckpointStore& s) { return s.discard(args_.group, ids); });
+}
+
 ConsumerStatus ConsumeBridge::status() const {
   ConsumerStatus s;
   s.counters = consumer_->counters();

@@ -37,6 +37,9 @@ class ConsumeBridge final : public ConsumerProbe {
   ConsumerCounters counters() const;
   // Lag and dead count, read on connections of the bridge's own (not the running consumer's).
   ConsumerStatus status() const override;
+  std::vector<ConsumerDeadLetter> dead(std::size_t limit) const override;
+  std::size_t retry(std::span<const std::string> ids) const override;
+  std::size_t discard(std::span<const std::string> ids) const override;
   std::string_view sink_name() const;
 
  private:
@@ -47,6 +50,9 @@ class ConsumeBridge final : public ConsumerProbe {
   std::unique_ptr<CheckpointStore> store_;
   std::unique_ptr<Source> touching_source_;  // source_ marking the loop alive, with metrics
   std::unique_ptr<Consumer> consumer_;
+  // fn(checkpoint store) on the probe's own connection, reopened after a failure.
+  template <class F>
+  auto with_probe_store(F&& fn) const -> decltype(fn(std::declval<CheckpointStore&>()));
   mutable std::mutex probe_mu_;
   mutable std::unique_ptr<Source> probe_source_;          // guarded by probe_mu_
   mutable std::unique_ptr<CheckpointStore> probe_store_;  // guarded by probe_mu_

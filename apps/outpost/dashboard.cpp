@@ -221,6 +221,36 @@ void mutate(PipelineSource& source, const httplib::Request& req, httplib::Respon
   }
 }
 
+// POST /api/consumer/dead/{retry,discard} {"pipeline":P,"ids":[row or event ids]}: the same
+// guard as the store's dead letters; the consumer of the group handles retried ones again.
+void consumer_mutate(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
+                     bool retry) {
+  std::string why;
+  if (int status = refuse_mutation(req, source.admin_token(), why)) return error(res, status, why);
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string() ||
+      !body.contains("ids") || !body["ids"].is_array())
+    return error(res, 400, "body must be {\"pipeline\":P,\"ids\":[...]}");
+  auto views = source.pipelines();
+  const PipelineView* p = find(views, body["pipeline"].get<std::string>());
+  if (!p || !p->consumer) return error(res, 404, "no such consume pipeline");
+  std::vector<std::string> ids;
+  for (const auto& v : body["ids"]) {
+    if (v.is_string())
+      ids.push_back(v.get<std::string>());
+    else if (v.is_number_integer())
+      ids.push_back(std::to_string(v.get<std::int64_t>()));
+    else
+      return error(res, 400, "\"ids\" must hold dead-letter row ids or event ids");
+  }
+  try {
+    std::size_t n = retry ? p->consumer->retry(ids) : p->consumer->discard(ids);
+    reply(res, 200, json{{retry ? "retried" : "discarded", n}});
+  } catch (const std::exception& e) {
+    error(res, 502, e.what());
+  }
+}
+
 }  // namespace
 
 void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
@@ -327,6 +357,37 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
       error(res, 502, e.what());
     }
   });
+  server.Get("/api/consumer/dead", [&source](const httplib::Request& req, httplib::Response& res) {
+    auto views = source.pipelines();
+    const PipelineView* p = find(views, req.get_param_value("pipeline"));
+    if (!p || !p->consumer) return error(res, 404, "no such consume pipeline");
+    std::size_t limit = 0;
+    if (!inspect_limit(req, res, limit)) return;
+    try {
+      json events = json::array();
+      for (const auto& d : p->consumer->dead(limit))
+        events.push_back(json{{"id", d.id},
+                              {"event_id", d.event_id},
+                              {"key", d.key},
+                              {"position", d.position},
+                              {"attempts", d.attempts},
+                              {"error", redact(d.error)},
+                              {"state", d.state},
+                              {"dead_at", format_rfc3339(d.dead_at)},
+                              {"payload", d.payload}});
+      reply(res, 200, json{{"events", events}});
+    } catch (const std::exception& e) {
+      error(res, 502, e.what());
+    }
+  });
+  server.Post("/api/consumer/dead/retry",
+              [&source](const httplib::Request& req, httplib::Response& res) {
+                consumer_mutate(source, req, res, true);
+              });
+  server.Post("/api/consumer/dead/discard",
+              [&source](const httplib::Request& req, httplib::Response& res) {
+                consumer_mutate(source, req, res, false);
+              });
   server.Post("/api/dead/retry", [&source](const httplib::Request& req, httplib::Response& res) {
     mutate(source, req, res, true);
   });

@@ -9,6 +9,8 @@
 //                             attempts, next attempt, or the lease of the attempt in flight
 //   GET  /api/leases?pipeline=P&limit=    events under a live lease (Store::leased), grouped by
 //                             the claim holding them: owner, fence, keys, expiry
+//   GET  /api/consumer/dead?pipeline=P&limit=   a consume pipeline's group's dead letters
+//   POST /api/consumer/dead/retry|discard  {"pipeline":P,"ids":[row or event ids]}
 //   POST /api/dead/retry      {"pipeline":P,"ids":[...]} or
 //   POST /api/dead/discard    {"pipeline":P,"filter":{...},"expect":N}: every match, only if
 //                             there are still exactly N (the count the operator confirmed)

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ class ConsumerProbe {
   virtual ~ConsumerProbe() = default;
   // Any thread; may query the log and the checkpoint store (on connections of its own).
   virtual ConsumerStatus status() const = 0;
+  // The group's dead letters, and the dashboard's retry/discard of some (row or event ids;
+  // CheckpointStore::retry/discard). Throw what the checkpoint store throws.
+  virtual std::vector<ConsumerDeadLetter> dead(std::size_t limit) const = 0;
+  virtual std::size_t retry(std::span<const std::string> ids) const = 0;
+  virtual std::size_t discard(std::span<const std::string> ids) const = 0;
 };
 
 // One pipeline as the endpoints see it. `keepalive` holds whatever owns the pointers for the

@@ -5,7 +5,8 @@ letters filtered, a retry refused without the admin token, a retry with the toke
 the webhook works again, a cross-site POST refused. Two more pipelines: "payments", whose webhook
 always fails with a long backoff, so its key is blocked behind a failing head (the blocked keys
 view); "slow", whose webhook holds the request, so a relay holds a lease (the leases view). A
-[[consume]] pipeline "audit" copies a log written beforehand (the consumers view).
+[[consume]] pipeline "audit" copies a log written beforehand, "parked" parks the same log's
+messages at the failing webhook (the consumers view and its dead letters, one discarded).
 
     dashboard_test.py OUTPOST_BIN [SCREENSHOT_DIR]
 
@@ -124,6 +125,10 @@ def main():
         f.write('\n[[consume]]\nname = "audit"\nfrom = "file:%s"\ngroup = "audit"\n'
                 'checkpoint = "sqlite:%s"\nsink = "file:%s"\n'
                 % (log, os.path.join(work, "checkpoints.db"), os.path.join(work, "copy.jsonl")))
+        f.write('\n[[consume]]\nname = "parked"\nfrom = "file:%s"\ngroup = "parked"\n'
+                'checkpoint = "sqlite:%s"\nsink = "http://127.0.0.1:%d/blocked"\n'
+                'max_attempts = 1\n'
+                % (log, os.path.join(work, "checkpoints.db"), hook.server_address[1]))
     log_path = os.path.join(work, "run.log")
     env = dict(os.environ, TEST_ADMIN_TOKEN=TOKEN)
     daemon = subprocess.Popen([outpost, "run", "--config", config], env=env,
@@ -154,9 +159,10 @@ def main():
         # Blocked keys: payments' key waits behind its failing head, with the webhook's error.
         driver.find_element(By.ID, "tab-blocked").click()
         Select(driver.find_element(By.ID, "bk-pipeline")).select_by_value("payments")
-        row = wait("acct-7 blocked", lambda: driver.find_element(
-            By.CSS_SELECTOR, '#bk-table tr.bk-row[data-key="acct-7"]'))
-        wait("its error", lambda: "500" in row.text and "payment.captured" in row.text)
+        # (the view re-renders every second: find the row again on each look)
+        row = lambda: driver.find_element(By.CSS_SELECTOR, '#bk-table tr.bk-row[data-key="acct-7"]')
+        wait("acct-7 blocked with its error",
+             lambda: "500" in row().text and "payment.captured" in row().text)
         assert text("bk-count") == "1", text("bk-count")
         if shots:
             driver.save_screenshot(os.path.join(shots, "blocked-keys.png"))
@@ -165,9 +171,8 @@ def main():
         driver.find_element(By.ID, "tab-leases").click()
         wait("the relays", lambda: "payments" in text("relays") and "slow" in text("relays"))
         Select(driver.find_element(By.ID, "ls-pipeline")).select_by_value("slow")
-        lease = wait("slow's lease", lambda: [r for r in driver.find_elements(
-            By.CSS_SELECTOR, "#ls-table tr.ls-row") if "report-1" in r.text])[0]
-        assert "in " in lease.text, lease.text  # expires in N s
+        wait("slow's lease on report-1, expiring in N s", lambda: [r.text for r in driver.find_elements(
+            By.CSS_SELECTOR, "#ls-table tr.ls-row") if "report-1" in r.text and "in " in r.text])
         if shots:
             driver.save_screenshot(os.path.join(shots, "leases.png"))
 
@@ -176,7 +181,11 @@ def main():
         cells = lambda: [c.text for c in driver.find_elements(
             By.CSS_SELECTOR, '#cs-table tr.cs-row[data-group="audit"] td')]
         wait("audit caught up", lambda: cells()[5] == "0" and cells()[7] == "2")
-        assert cells()[3] == "running" and cells()[4] not in ("", "-"), cells()
+        wait("audit running with a position", lambda: cells()[3] == "running"
+             and cells()[4] not in ("", "-"))
+        Select(driver.find_element(By.ID, "cs-pipeline")).select_by_value("parked")
+        parked = lambda: driver.find_elements(By.CSS_SELECTOR, "#cs-dead tr.cs-dead-row")
+        wait("parked's 2 dead letters", lambda: len(parked()) == 2 and "500" in parked()[0].text)
         if shots:
             driver.save_screenshot(os.path.join(shots, "consumers.png"))
 
@@ -229,6 +238,17 @@ def main():
         alert.accept()
         wait("retried 2", lambda: "retried 2" in text("msg"))
         wait("all delivered", lambda: len(Webhook.received) == 3)
+
+        # A consumer group's dead letter discarded from the page (the token is set by now).
+        driver.find_element(By.ID, "tab-consumers").click()
+        Select(driver.find_element(By.ID, "cs-pipeline")).select_by_value("parked")
+        wait("parked's dead letters", lambda: len(parked()) == 2)
+        wait("discard clicked", lambda: parked()[0].find_element(
+            By.CSS_SELECTOR, "button.discard").click() or True)
+        wait("discarded 1", lambda: "discarded 1" in text("msg"))
+        wait("1 dead letter left", lambda: len(parked()) == 1)
+        wait("the group's dead count", lambda: [c.text for c in driver.find_elements(
+            By.CSS_SELECTOR, '#cs-table tr.cs-row[data-group="parked"] td')][6] == "1")
 
         # Cross-site requests are refused even with the token.
         req = urllib.request.Request(base + "/api/dead/discard", method="POST",
