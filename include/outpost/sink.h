@@ -25,6 +25,11 @@ struct DeliveryResult {
   static DeliveryResult delivered() { return {}; }
   static DeliveryResult failed(std::string why) { return {Status::failed, std::move(why)}; }
   static DeliveryResult skipped(std::string why = {}) { return {Status::skipped, std::move(why)}; }
+  // The hold-back rule of the Sink contract below, in one place: once an event of a non-empty key
+  // failed, the later events of that key in the same call are not delivered but reported this.
+  static DeliveryResult held_back(std::string_view key) {
+    return skipped("an earlier event of key '" + std::string(key) + "' failed in this batch");
+  }
 };
 
 // Options shared by every sink; backends take theirs from the URL as well.

@@ -35,8 +35,7 @@ inline void hold_back_failed_keys(std::span<const StoredEvent> events,
     const auto& key = events[i].key;
     if (key.empty()) continue;
     if (failed.contains(key))
-      results[i] =
-          DeliveryResult::skipped("an earlier event of key '" + key + "' failed in this batch");
+      results[i] = DeliveryResult::held_back(key);
     else if (!results[i].ok())
       failed.insert(key);
   }

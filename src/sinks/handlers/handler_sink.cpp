@@ -107,8 +107,7 @@ struct Shared {
       const StoredEvent& e = job.events[i];
       if (job.closed || job.stopping) return true;  // the rest stay `skipped`
       if (failed) {
-        job.results[i] =
-            DeliveryResult::skipped("an earlier event of key '" + e.key + "' failed in this batch");
+        job.results[i] = DeliveryResult::held_back(e.key);
         continue;
       }
       job.running[lane] = i;
@@ -230,8 +229,7 @@ struct HandlerSink::Impl {
       if (job.results[first].status != DeliveryResult::Status::failed) continue;
       job.blocked[lane] = 1;
       for (auto k = job.lane_begin[lane] + 1; k < job.lane_begin[lane + 1]; ++k)
-        job.results[job.order[k]] = DeliveryResult::skipped(
-            "an earlier event of key '" + job.events[first].key + "' failed in this batch");
+        job.results[job.order[k]] = DeliveryResult::held_back(job.events[first].key);
     }
   }
 

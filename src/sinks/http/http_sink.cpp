@@ -223,8 +223,7 @@ class HttpSink final : public Sink {
         } else {
           // The key's later events must not overtake the failed one (guarantee 5).
           for (; next < n; next = next_in_chain[next])
-            results[next] = DeliveryResult::skipped("an earlier event of key '" + events[i].key +
-                                                    "' failed in this batch");
+            results[next] = DeliveryResult::held_back(events[i].key);
         }
       }
       if (!finished_any && in_flight > 0) {
