@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/utf8.h"
+
 namespace outpost::pg {
 namespace {
 
@@ -22,23 +24,8 @@ std::string as_text(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());
   for (std::size_t i = 0; i < bytes.size();) {
-    auto c = static_cast<unsigned char>(bytes[i]);
-    std::size_t n = c < 0x80                 ? 1
-                    : c >= 0xC2 && c <= 0xDF ? 2
-                    : c >= 0xE0 && c <= 0xEF ? 3
-                    : c >= 0xF0 && c <= 0xF4 ? 4
-                                             : 0;
-    bool ok = c != 0 && n > 0 && i + n <= bytes.size();
-    if (ok && n > 1) {
-      // The second byte's range excludes overlong forms, surrogates and code points > U+10FFFF.
-      unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-      unsigned hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-      auto c1 = static_cast<unsigned char>(bytes[i + 1]);
-      ok = c1 >= lo && c1 <= hi;
-      for (std::size_t k = 2; ok && k < n; ++k)
-        ok = (static_cast<unsigned char>(bytes[i + k]) & 0xC0) == 0x80;
-    }
-    if (!ok) {
+    std::size_t n = bytes[i] == '\0' ? 0 : core::utf8_sequence_length(bytes, i);
+    if (n == 0) {
       out += "\xEF\xBF\xBD";
       ++i;
       continue;
