@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "core/append_check.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/json.h"
@@ -39,11 +40,15 @@ std::vector<Event> read_stdin_events() {
   while (std::getline(std::cin, line)) {
     ++number;
     if (blank(line)) continue;  // trailing newlines and spacing lines carry no event
+    auto where = [number] { return "stdin line " + std::to_string(number); };
     try {
       events.push_back(event_from_json(line));
     } catch (const ConfigError& e) {
-      throw ConfigError("stdin line " + std::to_string(number) + ": " + e.what());
+      throw ConfigError(where() + ": " + e.what());
     }
+    // The stores' own input rules (core/append_check.h), here so that the message names the
+    // line and nothing is opened. The payload limit is the store's (its URL may change it).
+    core::check_event(events.back(), where, 0, "cli");
   }
   if (std::cin.bad()) throw Error(ErrorCode::internal, "cli", "reading stdin failed");
   return events;
@@ -80,6 +85,8 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
       throw ConfigError("emit: --payload is not JSON but --header content_type=" +
                         std::string(e.content_type()) + " says it is");
     }
+    core::check_event(
+        e, [] { return std::string("emit"); }, 0, "cli");
     events.push_back(std::move(e));
   }
   // Ids are assigned here, not by the store, so they can be printed.

@@ -83,6 +83,18 @@ struct Event {
   PayloadKind payload_kind() const { return outpost::payload_kind(content_type()); }
 };
 
+// Limits every store enforces on append, the same everywhere (docs/cli.md, "Input rules"):
+// type, key, header names and values are UTF-8 without NUL, within these sizes in bytes. The
+// payload limit is StoreOptions::max_payload_bytes. (The key bound keeps a key inside every
+// store's index: PostgreSQL's B-tree takes about 2.7 kB a row.)
+namespace limits {
+inline constexpr std::size_t kMaxTypeBytes = 255;
+inline constexpr std::size_t kMaxKeyBytes = 1024;
+inline constexpr std::size_t kMaxHeaders = 64;
+inline constexpr std::size_t kMaxHeaderNameBytes = 255;
+inline constexpr std::size_t kMaxHeaderValueBytes = 8 * 1024;
+}  // namespace limits
+
 // An event as read back from a store.
 struct StoredEvent : Event {
   std::int64_t seq = 0;  // the store's sequence: emit (commit) order; defines per-key order

@@ -127,8 +127,10 @@ class Store {
 
   // Writes events. With a TxHandle the write joins the caller's transaction (rollback = no
   // event); with TxHandle{} the store commits them itself, all or nothing. Events with a nil id
-  // get a fresh UUIDv7; a zero occurred_at becomes now. Throws on invalid events (empty type,
-  // oversize payload) before writing anything.
+  // get a fresh UUIDv7; a zero occurred_at becomes now. Throws before writing anything on
+  // invalid events, the same rules on every store: ConfigError naming the event and field for a
+  // type, key or header that is not UTF-8 without NUL within outpost::limits (event.h) or an
+  // empty type; Error(too_large) for an oversize payload.
   virtual void append(std::span<const Event> events, TxHandle tx = {}) = 0;
 
   // Claims up to `max` due events under a new lease of length `lease`, incrementing their

@@ -145,6 +145,62 @@ TEST_P(StoreConformance, InvalidEventsRejectedBeforeWriting) {
   EXPECT_EQ(f.store->stats().pending, 1);
 }
 
+// One validation layer (core/append_check.h) on every store (issue 10 defect 7): the same
+// inputs are refused the same way, as a ConfigError naming the field (never a backend error), and
+// nothing of the call is written; the largest accepted values round-trip.
+TEST_P(StoreConformance, SameInputRulesOnEveryStore) {
+  auto& f = make();
+  auto with = [](const std::function<void(Event&)>& edit) {
+    Event e = make_event("t", "k");
+    edit(e);
+    return e;
+  };
+  const std::vector<std::pair<std::string, Event>> refused{
+      {"type", with([](Event& e) { e.type = std::string("a\0b", 3); })},
+      {"type", with([](Event& e) { e.type = "bad\xC3"; })},
+      {"type", with([](Event& e) { e.type = std::string(limits::kMaxTypeBytes + 1, 't'); })},
+      {"key", with([](Event& e) { e.key = std::string("k\0", 2); })},
+      {"key", with([](Event& e) { e.key = "\xFF\xFE"; })},
+      {"key", with([](Event& e) { e.key = std::string(2 << 20, 'k'); })},
+      {"header 'h'", with([](Event& e) { e.headers["h"] = std::string("v\0", 2); })},
+      {"header 'h'", with([](Event& e) { e.headers["h"] = "\xED\xA0\x80"; })},  // surrogate
+      {"header 'h'",
+       with([](Event& e) { e.headers["h"] = std::string(limits::kMaxHeaderValueBytes + 1, 'v'); })},
+      {"header name", with([](Event& e) { e.headers[std::string("n\0", 2)] = "v"; })},
+      {"header name", with([](Event& e) { e.headers[""] = "v"; })},
+      {"headers", with([](Event& e) {
+         for (std::size_t i = 0; i <= limits::kMaxHeaders; ++i) e.headers["h" + std::to_string(i)];
+       })},
+  };
+  for (const auto& [field, bad] : refused) {
+    std::vector<Event> call{make_event("ok", "k"), bad};
+    try {
+      f.store->append(call);
+      ADD_FAILURE() << field << ": accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("event 1: " + field), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << field << ": not a ConfigError: " << e.what();
+    }
+  }
+  EXPECT_EQ(f.store->stats().pending, 0) << "nothing of a refused call is written";
+
+  Event largest = make_event(std::string(limits::kMaxTypeBytes, 't'),
+                             std::string(limits::kMaxKeyBytes - 8, 'k') + "ключ");  // 8 bytes
+  for (std::size_t i = 0; i + 1 < limits::kMaxHeaders; ++i)
+    largest.headers["h" + std::to_string(i)] = "é";
+  largest.headers["big"] = std::string(limits::kMaxHeaderValueBytes, 'v');
+  largest.payload = std::string("\x00\xFF", 2);  // the payload is bytes: anything goes
+  std::vector<Event> ok{largest};
+  ASSERT_NO_THROW(f.store->append(ok));
+  auto listed = f.store->list(10);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].type, largest.type);
+  EXPECT_EQ(listed[0].key, largest.key);
+  EXPECT_EQ(listed[0].headers, largest.headers);
+  EXPECT_EQ(listed[0].payload, largest.payload);
+}
+
 // An id is the event's identity while the outbox holds it: emitting an id that an undelivered
 // (pending, leased or dead) event has, or twice in one call, is a conflict and writes nothing of
 // the call. Once delivered, the id may be emitted again (a re-emitted event keeps its id so

@@ -1,8 +1,10 @@
 // The `outpost` command line at its edges, black box: secrets in store and sink URLs never
-// reach stdout or stderr on any scheme or error path (issue 10 defect 5).
+// reach stdout or stderr on any scheme or error path (issue 10 defect 5); bad input is exit 2
+// before anything is opened (defect 7).
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -172,6 +174,34 @@ TEST(CliRoundTrip, EmitListAndFileSinkKeepEveryPayload) {
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.all();
     EXPECT_NE(r.err.find("stdin line 2"), std::string::npos) << r.err;
   }
+}
+
+// Issue 10 defect 7: type, key and headers are UTF-8 without NUL within the documented limits;
+// `emit` refuses anything else with exit 2 naming the field and the stdin line, before opening
+// the store.
+TEST(CliUsage, EmitRefusesBadFieldsNamingTheLine) {
+  TempDir dir;
+  const std::string db = dir / "never.db";
+  const std::vector<std::pair<std::string, std::string>> lines{
+      {R"({"type":"t","key":"a\u0000b","payload":1})", "key contains NUL"},
+      {R"({"type":"t\u0000","payload":1})", "type contains NUL"},
+      {R"({"type":")" + std::string(256, 't') + R"(","payload":1})", "type is 256 bytes"},
+      {R"({"type":"t","key":")" + std::string(1025, 'k') + R"(","payload":1})",
+       "key is 1025 bytes"},
+      {R"({"type":"t","headers":{"h":"\u0000"},"payload":1})", "header 'h' contains NUL"},
+      {R"({"type":"t","headers":{"":"v"},"payload":1})", "header name is empty"},
+  };
+  for (const auto& [line, says] : lines) {
+    auto r = run_cli({"emit", "--store", "sqlite:" + db, "-"},
+                     "{\"type\":\"ok\",\"payload\":1}\n" + line + "\n");
+    EXPECT_EQ(r.code, 2) << line << "\n" << r.all();
+    EXPECT_NE(r.err.find("stdin line 2: " + says), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(db)) << line;
+  }
+  auto flags = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--header",
+                        "h=" + std::string(9000, 'v'), "--payload", "1"});
+  EXPECT_EQ(flags.code, 2) << flags.all();
+  EXPECT_NE(flags.err.find("header 'h' is 9000 bytes"), std::string::npos) << flags.err;
 }
 
 }  // namespace
