@@ -318,8 +318,11 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
 
   const std::string scheme = scheme_of(o.store_url);
   const bool in_process = scheme == "memory" || o.store_url.find(":memory:") != std::string::npos;
-  std::shared_ptr<Store> store(open_store(o.store_url));
+  // Usage errors before anything is created: the store's URL is checked without opening it and
+  // a sink checks its URL before it creates or connects anything, so the sink goes first.
+  check_store_url(o.store_url);
   if (!o.sink_url.empty()) open_sink(o.sink_url)->close();  // fail fast on a bad sink URL
+  std::shared_ptr<Store> store(open_store(o.store_url));
   {
     auto st = store->stats();
     if (st.pending + st.leased > 0)

@@ -2,13 +2,34 @@
 //   outpost bench --store URL [--sink URL] [--events N] [--producers P] [--rate R] [--json] ...
 // Prints a readable table; with --json one JSON object is printed last (DESIGN §6).
 
+#include <cmath>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "bench.h"
 #include "cli.h"
 
 namespace outpost::cli {
+namespace {
+
+// CLI::Range lets NaN through (every comparison with NaN is false): `--rate nan` then paced
+// nothing and hung. Infinity and negatives are outside every range below anyway.
+const CLI::Validator kFinite(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      try {
+        std::size_t used = 0;
+        v = std::stod(text, &used);
+        if (used != text.size()) return "'" + text + "' is not a number";
+      } catch (const std::exception&) {
+        return "'" + text + "' is not a number";
+      }
+      return std::isfinite(v) ? std::string() : "'" + text + "' is not a finite number";
+    },
+    "");
+
+}  // namespace
 
 Runner add_bench_command(CLI::App& root) {
   auto o = std::make_shared<bench::BenchOptions>();
@@ -51,9 +72,11 @@ Runner add_bench_command(CLI::App& root) {
                 "Relays claim, deliver and settle strictly in turn (no overlap; for comparison)");
   sub->add_option("--rate", o->rate, "Events/s in the latency phase")
       ->capture_default_str()
+      ->check(kFinite)
       ->check(CLI::Range(1.0, 1e7));
   sub->add_option("--latency-seconds", o->latency_seconds, "Length of the latency phase (0: skip)")
       ->capture_default_str()
+      ->check(kFinite)
       ->check(CLI::Range(0.0, 3600.0));
   sub->add_flag("--no-baseline", *no_baseline, "Skip the raw-engine baseline");
   sub->add_flag("--no-backlog-check", *no_backlog, "Skip the RSS-against-backlog phase");

@@ -55,6 +55,7 @@ std::vector<Event> read_stdin_events() {
 }
 
 int run_emit(const EmitArgs& a, const CLI::App& sub) {
+  check_store_url(a.store);  // usage errors before anything is opened
   std::vector<Event> events;
   if (!a.source.empty()) {
     if (a.source != "-")

@@ -67,12 +67,17 @@ int run_dead(Store& store, std::size_t limit) {
   return kExitOk;
 }
 
-// retry/discard share their shape: explicit ids or --all, never both, never neither.
-int run_operation(Store& store, const char* command, const std::vector<std::string>& texts,
-                  bool all) {
+// retry/discard share their shape: explicit ids or --all, never both, never neither. Checked
+// before the store is opened, so a usage error is exit 2 whatever the store holds.
+void check_operation(const char* command, const std::vector<std::string>& texts, bool all) {
   if (all && !texts.empty())
     throw ConfigError(std::string(command) + ": give event IDs or --all, not both");
   if (!all && texts.empty()) throw ConfigError(std::string(command) + ": give event IDs or --all");
+  parse_ids(texts, command);
+}
+
+int run_operation(Store& store, const char* command, const std::vector<std::string>& texts,
+                  bool all) {
   std::size_t n;
   bool retry = std::string_view(command) == "retry";
   if (all) {
@@ -116,9 +121,10 @@ Runner add_events_command(CLI::App& root) {
   discard->add_flag("--all", a->discard_all, "Every dead letter");
 
   return [a, stats, list, dead, retry, discard] {
-    // Validate the operation's own arguments before touching the store.
-    if (retry->parsed()) parse_ids(a->retry_ids, "retry");
-    if (discard->parsed()) parse_ids(a->discard_ids, "discard");
+    // Usage errors (the operation's arguments, the store URL) before touching the store.
+    if (retry->parsed()) check_operation("retry", a->retry_ids, a->retry_all);
+    if (discard->parsed()) check_operation("discard", a->discard_ids, a->discard_all);
+    check_store_url(a->store);
     // Inspecting creates nothing and needs no write access; retry/discard need an outbox.
     StoreOptions options;
     options.open = stats->parsed() || list->parsed() || dead->parsed()

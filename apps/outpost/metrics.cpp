@@ -334,19 +334,24 @@ MetricsServer::MetricsServer(const std::string& addr, PipelineSource& source,
   start(addr, source, flag);
 }
 
-void MetricsServer::start(const std::string& addr, PipelineSource& source,
-                          const std::string& flag) {
+ListenAddress parse_listen_address(const std::string& addr, const std::string& flag) {
   auto colon = addr.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == addr.size())
     throw ConfigError(flag + " '" + addr + "' must be HOST:PORT, e.g. 127.0.0.1:9100");
-  std::string host = addr.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  int port = -1;
+  ListenAddress out;
+  out.host = addr.substr(0, colon);
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
+    out.host = out.host.substr(1, out.host.size() - 2);
   auto ps = addr.substr(colon + 1);
-  auto [ptr, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
-  if (ec != std::errc{} || ptr != ps.data() + ps.size() || port < 0 || port > 65535)
+  auto [ptr, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), out.port);
+  if (ec != std::errc{} || ptr != ps.data() + ps.size() || out.port < 0 || out.port > 65535)
     throw ConfigError(flag + " '" + addr + "': port '" + ps + "' is not 0-65535");
+  return out;
+}
+
+void MetricsServer::start(const std::string& addr, PipelineSource& source,
+                          const std::string& flag) {
+  auto [host, port] = parse_listen_address(addr, flag);
 
   impl_->server.Get("/metrics", [&source](const httplib::Request&, httplib::Response& res) {
     res.set_content(redact(metrics_text(source.pipelines())), "text/plain; version=0.0.4");

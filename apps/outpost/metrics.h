@@ -75,6 +75,14 @@ class PipelineSource {
 // outlive it.
 std::unique_ptr<PipelineSource> single_relay(const Relay& relay, Store& store);
 
+// HOST:PORT of --metrics / [http] listen ([::1]:0 too; port 0 picks a free one). Throws
+// ConfigError naming `flag`; MetricsServer checks with it, the CLI before it opens anything.
+struct ListenAddress {
+  std::string host;
+  int port = -1;
+};
+ListenAddress parse_listen_address(const std::string& addr, const std::string& flag);
+
 class MetricsServer {
  public:
   // `addr` is HOST:PORT (port 0 picks a free one). Throws ConfigError for a malformed address

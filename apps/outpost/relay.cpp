@@ -42,8 +42,13 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
   // it holds, not a SIGPIPE that kills it with them leased.
   signal(SIGPIPE, SIG_IGN);
 
-  auto store = open_store(a.store);
+  // Usage errors before anything is opened: a bad flag or URL must leave no SQLite file or
+  // PostgreSQL table behind. The store's URL is checked without opening it; a sink checks its URL
+  // before it creates or connects anything, so the sink opens first and the store last.
+  if (!a.metrics.empty()) parse_listen_address(a.metrics, "--metrics");
+  check_store_url(a.store);
   auto sink = open_sink(a.sink, sink_options(a));
+  auto store = open_store(a.store);
 
   RelayOptions options = relay_options(a);
   options.on_error = error_log("", a.quiet);

@@ -22,6 +22,14 @@ std::unique_ptr<Store> open_store(std::string_view url, const StoreOptions& opti
 // file:PATH, http(s)://..., kafka://..., redis-stream://..., nats://...
 std::unique_ptr<Sink> open_sink(std::string_view url, const SinkOptions& options = {});
 
+// Checks a store URL the way open_store would (supported scheme, path, every parameter) without
+// opening, creating or connecting to anything: the CLI calls it before it opens anything, so a
+// usage error leaves no file or table behind. Throws the ConfigError open_store would; a scheme
+// registered without a checker is checked for its scheme only. (Sinks need no such call: every
+// sink checks its whole URL before it creates or connects anything, so the CLI opens the sink
+// before the store.)
+void check_store_url(std::string_view url);
+
 // Registered schemes, lowercase, without the colon; built-in ones in a fixed order (the
 // embedded default first), others after them in registration order.
 std::vector<std::string> store_schemes();
@@ -29,10 +37,13 @@ std::vector<std::string> sink_schemes();
 
 // Registering a backend (how the built-in ones do it, usable for your own): call before the
 // first open_store/open_sink, typically from a static object's constructor. `scheme` is
-// matched case-insensitively; registering a scheme again replaces its opener. Thread-safe.
+// matched case-insensitively; registering a scheme again replaces its opener (and checker).
+// A store's `check` is the parse-only half of its opener, used by check_store_url: it throws
+// what `open` throws for a bad URL and opens nothing. Thread-safe.
 using StoreOpener = std::unique_ptr<Store> (*)(std::string_view url, const StoreOptions& options);
+using StoreChecker = void (*)(std::string_view url);
 using SinkOpener = std::unique_ptr<Sink> (*)(std::string_view url, const SinkOptions& options);
-void register_store_scheme(std::string_view scheme, StoreOpener open);
+void register_store_scheme(std::string_view scheme, StoreOpener open, StoreChecker check = nullptr);
 void register_sink_scheme(std::string_view scheme, SinkOpener open);
 
 }  // namespace outpost

@@ -88,11 +88,15 @@ std::string scheme_of(std::string_view url) {
   return lowercase(url.substr(0, colon));
 }
 
-template <typename Opener, typename Options>
-auto open_by_scheme(const char* what, const Registry<Opener>& registry, std::string_view url,
-                    const Options& options) {
-  std::string scheme = scheme_of(url);
-  if (Opener open = scheme.empty() ? nullptr : registry.find(scheme)) return open(url, options);
+// The parse-only half of each store opener (check_store_url).
+Registry<StoreChecker>& store_checkers() {
+  static Registry<StoreChecker> registry;
+  return registry;
+}
+
+template <typename Opener>
+[[noreturn]] void unsupported_scheme(const char* what, const Registry<Opener>& registry,
+                                     const std::string& scheme) {
   std::string list;
   for (const auto& s : registry.schemes()) list += (list.empty() ? "" : ", ") + s + ":";
   if (list.empty()) list = "(none: link a backend, e.g. outpost::sqlite)";
@@ -101,13 +105,28 @@ auto open_by_scheme(const char* what, const Registry<Opener>& registry, std::str
   throw ConfigError(std::string(what) + " URL: " + shown + "; this build supports " + list);
 }
 
+template <typename Opener, typename Options>
+auto open_by_scheme(const char* what, const Registry<Opener>& registry, std::string_view url,
+                    const Options& options) {
+  std::string scheme = scheme_of(url);
+  if (Opener open = scheme.empty() ? nullptr : registry.find(scheme)) return open(url, options);
+  unsupported_scheme(what, registry, scheme);
+}
+
 }  // namespace
 
-void register_store_scheme(std::string_view scheme, StoreOpener open) {
+void register_store_scheme(std::string_view scheme, StoreOpener open, StoreChecker check) {
   stores().add(scheme, open);
+  store_checkers().add(scheme, check);  // a null one replaces an earlier checker too
 }
 void register_sink_scheme(std::string_view scheme, SinkOpener open) {
   sinks().add(scheme, open);
+}
+
+void check_store_url(std::string_view url) {
+  std::string scheme = scheme_of(url);
+  if (scheme.empty() || !stores().find(scheme)) unsupported_scheme("store", stores(), scheme);
+  if (StoreChecker check = store_checkers().find(scheme)) check(url);
 }
 
 std::unique_ptr<Store> open_store(std::string_view url, const StoreOptions& options) {

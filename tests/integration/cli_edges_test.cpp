@@ -1,9 +1,10 @@
 // The `outpost` command line at its edges, black box: secrets in store and sink URLs never
-// reach stdout or stderr on any scheme or error path (issue 10 defect 5); bad input is exit 2
-// before anything is opened (defect 7).
+// reach stdout or stderr on any scheme or error path (issue 10 defect 5); usage errors and bad
+// input are exit 2 before anything is opened or created (defects 7 and 10).
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -173,6 +174,95 @@ TEST(CliRoundTrip, EmitListAndFileSinkKeepEveryPayload) {
     auto r = run_cli({"emit", "--store", store, "-"}, std::string("\n") + bad + "\n");
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.all();
     EXPECT_NE(r.err.find("stdin line 2"), std::string::npos) << r.err;
+  }
+}
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += a.substr(0, 60) + " ";
+  return s;
+}
+
+std::size_t entries_in(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+// Issue 10 defect 10: a usage error is exit 2 naming the bad part, and nothing is created: not
+// the SQLite file, not the sink's file. Before: the relay opened the store first, so a bad sink
+// URL or --metrics address left an outbox database (or PostgreSQL tables) behind; a bad store
+// parameter was found only by opening (and a PostgreSQL one only after connecting).
+TEST(CliUsage, RelayAndBenchCreateNothingOnABadFlagOrUrl) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "outbox.db";
+  const std::string sink = "file:" + dir / "out.jsonl";
+  struct Usage {
+    std::vector<std::string> args;
+    std::string names;  // what the message must name
+  };
+  const std::vector<Usage> cases{
+      {{"relay", "--store", store, "--sink", "amqp://x"}, "amqp"},
+      {{"relay", "--store", store, "--sink", sink, "--metrics", "bogus"}, "--metrics"},
+      {{"relay", "--store", store, "--sink", sink, "--metrics", "127.0.0.1:99999"}, "--metrics"},
+      {{"relay", "--store", store, "--sink", "http://127.0.0.1:1/x?timeout_ms=0"}, "timeout_ms"},
+      {{"relay", "--store", store, "--sink", "nats://127.0.0.1:1/subject"}, "stream"},
+      {{"relay", "--store", store, "--sink", sink, "--batch", "0"}, "--batch"},
+      {{"relay", "--store", store, "--sink", sink, "--no-such-flag"}, "--no-such-flag"},
+      {{"relay", "--store", store + "?tabel=x", "--sink", sink}, "tabel"},
+      {{"relay", "--store", "postgresql://u@127.0.0.1:1/db?tabel=x", "--sink", sink}, "tabel"},
+      {{"relay", "--store", "redis://127.0.0.1:1/0?prefx=x", "--sink", sink}, "prefx"},
+      {{"relay", "--store", "memory:?x=1", "--sink", sink}, "'x'"},
+      {{"relay", "--store", "amqp://h/x", "--sink", sink}, "amqp"},
+      {{"emit", "--store", store + "?synchronous=off", "--type", "t", "--payload", "1"},
+       "synchronous"},
+      {{"events", "--store", store + "?tabel=x", "stats"}, "tabel"},
+      {{"bench", "--store", store, "--sink", "amqp://x"}, "amqp"},
+      {{"bench", "--store", store + "?synchronous=off", "--sink", sink}, "synchronous"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_cli(c.args, {}, std::chrono::seconds(30));
+    EXPECT_EQ(r.code, 2) << joined(c.args) << "\n" << r.all();
+    EXPECT_NE(r.err.find(c.names), std::string::npos) << joined(c.args) << "\n" << r.err;
+    EXPECT_EQ(entries_in(dir.path()), 0u) << joined(c.args) << ": something was created";
+    std::filesystem::remove_all(dir.path());
+    std::filesystem::create_directories(dir.path());
+  }
+}
+
+// Before: CLI11's Range let NaN through (every comparison with NaN is false) and `bench --rate
+// nan` hung in the latency phase; infinity is refused the same way.
+TEST(CliUsage, BenchRefusesNaN) {
+  TempDir dir;
+  for (const char* flag : {"--rate", "--latency-seconds"}) {
+    for (const char* value : {"nan", "NaN", "inf", "-5"}) {
+      std::vector<std::string> args{"bench", "--store", "sqlite:" + dir / "b.db", flag, value};
+      auto r = run_cli(args, {}, std::chrono::seconds(30));
+      EXPECT_EQ(r.code, 2) << joined(args) << "\n" << r.all();
+      EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+      EXPECT_EQ(entries_in(dir.path()), 0u) << joined(args);
+    }
+  }
+}
+
+// retry/discard without ids and without --all (or with both) is a usage error whatever the
+// store holds. Before: the store was opened first, so on a path without an outbox it was exit 1
+// "there is no outbox".
+TEST(CliUsage, EventsRetryAndDiscardCheckTheirArgumentsFirst) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "none.db";
+  const std::string id = "01a20da8-adca-71e4-8841-f908814bd06c";
+  const std::vector<std::vector<std::string>> cases{
+      {"events", "--store", store, "retry"},
+      {"events", "--store", store, "discard"},
+      {"events", "--store", store, "retry", "--all", id},
+      {"events", "--store", store, "discard", "--all", id},
+  };
+  for (const auto& args : cases) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << joined(args) << "\n" << r.all();
+    EXPECT_NE(r.err.find("--all"), std::string::npos) << joined(args) << "\n" << r.err;
+    EXPECT_EQ(entries_in(dir.path()), 0u) << joined(args);
   }
 }
 

@@ -9,7 +9,9 @@ extern "C" void outpost_register_memory() {}
 
 namespace {
 [[maybe_unused]] const bool registered = [] {
-  outpost::register_store_scheme("memory", &outpost::open_memory_store);
+  // A memory store has no side effect: opening it is the check.
+  outpost::register_store_scheme("memory", &outpost::open_memory_store,
+                                 [](std::string_view url) { outpost::open_memory_store(url); });
   return true;
 }();
 }  // namespace

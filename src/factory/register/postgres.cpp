@@ -5,13 +5,18 @@
 
 #include "outpost/stores/postgres.h"
 #include "outpost/factory.h"
+#include "stores/postgres/config.h"
 
 extern "C" void outpost_register_postgres() {}
 
 namespace {
 [[maybe_unused]] const bool registered = [] {
-  outpost::register_store_scheme("postgresql", &outpost::open_postgres_store);
-  outpost::register_store_scheme("postgres", &outpost::open_postgres_store);
+  constexpr outpost::StoreChecker check = [](std::string_view url) {
+    outpost::StoreOptions options;
+    outpost::pg::parse_config(url, options);
+  };
+  outpost::register_store_scheme("postgresql", &outpost::open_postgres_store, check);
+  outpost::register_store_scheme("postgres", &outpost::open_postgres_store, check);
   return true;
 }();
 }  // namespace

@@ -5,13 +5,17 @@
 
 #include "outpost/stores/redis.h"
 #include "outpost/factory.h"
+#include "stores/redis/redis_url.h"
 
 extern "C" void outpost_register_redis() {}
 
 namespace {
 [[maybe_unused]] const bool registered = [] {
-  outpost::register_store_scheme("redis", &outpost::open_redis_store);
-  outpost::register_store_scheme("redis-sentinel", &outpost::open_redis_store);
+  constexpr outpost::StoreChecker check = [](std::string_view url) {
+    outpost::redis_store::parse_store_url(url);
+  };
+  outpost::register_store_scheme("redis", &outpost::open_redis_store, check);
+  outpost::register_store_scheme("redis-sentinel", &outpost::open_redis_store, check);
   return true;
 }();
 }  // namespace

@@ -4,12 +4,15 @@
 
 #include "outpost/stores/sqlite.h"
 #include "outpost/factory.h"
+#include "stores/sqlite/sqlite_url.h"
 
 extern "C" void outpost_register_sqlite() {}
 
 namespace {
 [[maybe_unused]] const bool registered = [] {
-  outpost::register_store_scheme("sqlite", &outpost::open_sqlite_store);
+  outpost::register_store_scheme("sqlite", &outpost::open_sqlite_store, [](std::string_view url) {
+    outpost::sqlite_store::parse_url(url, {});
+  });
   return true;
 }();
 }  // namespace

@@ -10,10 +10,13 @@
 #include "outpost/error.h"
 #include "outpost/stores/sqlite.h"
 #include "stores/sqlite/sqlite_conn.h"
+#include "stores/sqlite/sqlite_url.h"
 
 namespace outpost {
 
-std::unique_ptr<Store> open_sqlite_store(std::string_view url, const StoreOptions& options) {
+namespace sqlite_store {
+
+SqliteOptions parse_url(std::string_view url, const StoreOptions& options) {
   auto u = core::Url::parse(url);
   if (u.scheme() != "sqlite") throw ConfigError("not a sqlite: URL: '" + u.redacted() + "'");
   SqliteOptions o;
@@ -54,7 +57,13 @@ std::unique_ptr<Store> open_sqlite_store(std::string_view url, const StoreOption
   if (auto n = u.int_param("max_payload_bytes", 0, INT32_MAX))
     o.store.max_payload_bytes = static_cast<std::size_t>(*n);
   u.reject_unknown();
-  return make_sqlite_store(o);
+  return o;
+}
+
+}  // namespace sqlite_store
+
+std::unique_ptr<Store> open_sqlite_store(std::string_view url, const StoreOptions& options) {
+  return make_sqlite_store(sqlite_store::parse_url(url, options));
 }
 
 void configure_sqlite_connection(sqlite3* db, std::chrono::milliseconds busy_timeout,
