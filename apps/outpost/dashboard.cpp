@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "dashboard_html.h"  // kDashboardHtml, generated from dashboard.html at build time
+#include "event_state_json.h"
 #include "metrics.h"
 #include "outpost/json.h"
 
@@ -64,25 +65,6 @@ json dead_json(const DeadEvent& e) {
 
 // Largest number of events one blocked-keys or leases request reads from a store.
 constexpr std::size_t kMaxInspect = 1'000;
-
-// An event of Store::blocked / Store::leased; times as RFC 3339 and as seconds from the store's
-// answer (negative: in the past).
-json state_json(const EventState& e, TimePoint at) {
-  auto in_s = [at](TimePoint t) { return double((t - at).count()) / 1e6; };
-  json j{{"id", e.id.str()}, {"seq", e.seq},           {"type", e.type},
-         {"key", e.key},     {"attempts", e.attempts}, {"last_error", redact(e.last_error)}};
-  if (e.next_attempt) {
-    j["next_attempt"] = format_rfc3339(*e.next_attempt);
-    j["next_attempt_in_s"] = in_s(*e.next_attempt);
-  }
-  if (e.lease_until) {
-    j["lease_owner"] = e.lease_owner;
-    j["fence"] = e.fence;
-    j["lease_until"] = format_rfc3339(*e.lease_until);
-    j["lease_expires_in_s"] = in_s(*e.lease_until);
-  }
-  return j;
-}
 
 // The leased events grouped by the claim holding them (its LeaseToken), oldest claim first.
 // Stores keep no renewal time: `renewed_est` is the expiry minus this pipeline's lease length
@@ -328,7 +310,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
     try {
       TimePoint at = now();
       json keys = json::array();
-      for (const auto& e : p->store->blocked(limit)) keys.push_back(state_json(e, at));
+      for (const auto& e : p->store->blocked(limit)) keys.push_back(event_state_json(e, at));
       bool ordered = !p->relay || p->relay->options().order == ClaimOrder::ordered;
       reply(res, 200, json{{"ordered", ordered}, {"keys", keys}});
     } catch (const std::exception& e) {
@@ -347,7 +329,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
       Duration lease = p->relay ? p->relay->options().lease : Duration(0);
       json events = json::array();
       for (std::size_t i = 0; i < leased.size() && i < limit; ++i)
-        events.push_back(state_json(leased[i], at));
+        events.push_back(event_state_json(leased[i], at));
       reply(res, 200,
             json{{"lease_ms", lease.count()},
                  {"holders", holders_json(leased, at, lease)},

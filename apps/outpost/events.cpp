@@ -2,6 +2,8 @@
 //   outpost events --store URL stats [--json]
 //   outpost events --store URL list [--limit N]        undelivered events, JSON lines
 //   outpost events --store URL dead [--limit N]        dead letters, JSON lines + last_error
+//   outpost events --store URL blocked [--limit N]     failing key heads, JSON lines
+//   outpost events --store URL leased [--limit N]      events under a live lease, JSON lines
 //   outpost events --store URL retry ID...|--all       dead -> pending (attempts 0)
 //   outpost events --store URL discard ID...|--all     dead -> deleted
 
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "event_state_json.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/json.h"
@@ -25,6 +28,7 @@ struct EventsArgs {
   bool json = false;
   std::size_t list_limit = 100;
   std::size_t dead_limit = 100;
+  std::size_t inspect_limit = 100;
   std::vector<std::string> retry_ids;
   bool retry_all = false;
   std::vector<std::string> discard_ids;
@@ -113,6 +117,13 @@ Runner add_events_command(CLI::App& root) {
   dead->add_option("--limit", a->dead_limit, "At most N events")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+  auto* blocked = sub->add_subcommand(
+      "blocked", "Keys whose head event failed (ordered mode: the key waits), JSON lines");
+  auto* leased = sub->add_subcommand("leased", "Events under a live lease, JSON lines");
+  for (auto* inspect : {blocked, leased})
+    inspect->add_option("--limit", a->inspect_limit, "At most N events")
+        ->capture_default_str()
+        ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
   auto* retry = sub->add_subcommand("retry", "Dead letters back to pending (attempts reset)");
   retry->add_option("ids", a->retry_ids, "Event ids");
   retry->add_flag("--all", a->retry_all, "Every dead letter");
@@ -120,16 +131,17 @@ Runner add_events_command(CLI::App& root) {
   discard->add_option("ids", a->discard_ids, "Event ids");
   discard->add_flag("--all", a->discard_all, "Every dead letter");
 
-  return [a, stats, list, dead, retry, discard] {
+  return [a, stats, list, dead, blocked, leased, retry, discard] {
     // Usage errors (the operation's arguments, the store URL) before touching the store.
     if (retry->parsed()) check_operation("retry", a->retry_ids, a->retry_all);
     if (discard->parsed()) check_operation("discard", a->discard_ids, a->discard_all);
     check_store_url(a->store);
     // Inspecting creates nothing and needs no write access; retry/discard need an outbox.
     StoreOptions options;
-    options.open = stats->parsed() || list->parsed() || dead->parsed()
-                       ? StoreOptions::Open::read_only
-                       : StoreOptions::Open::existing;
+    options.open =
+        stats->parsed() || list->parsed() || dead->parsed() || blocked->parsed() || leased->parsed()
+            ? StoreOptions::Open::read_only
+            : StoreOptions::Open::existing;
     auto store = open_store(a->store, options);
     if (stats->parsed()) return run_stats(*store, a->json);
     if (list->parsed()) {
@@ -139,9 +151,18 @@ Runner add_events_command(CLI::App& root) {
       return kExitOk;
     }
     if (dead->parsed()) return run_dead(*store, a->dead_limit);
+    if (blocked->parsed() || leased->parsed()) {
+      TimePoint at = now();
+      std::string out;
+      for (const auto& e :
+           blocked->parsed() ? store->blocked(a->inspect_limit) : store->leased(a->inspect_limit))
+        out += event_state_json(e, at).dump() + "\n";
+      std::cout << out;
+      return kExitOk;
+    }
     if (retry->parsed()) return run_operation(*store, "retry", a->retry_ids, a->retry_all);
     if (discard->parsed()) return run_operation(*store, "discard", a->discard_ids, a->discard_all);
-    throw ConfigError("events: give one of stats, list, dead, retry, discard");
+    throw ConfigError("events: give one of stats, list, dead, blocked, leased, retry, discard");
   };
 }
 

@@ -159,6 +159,16 @@ TEST_F(SqliteCliTest, AFailingKeyDoesNotStopOtherKeys) {
     relay.signal(SIGTERM);
     ASSERT_EQ(relay.wait(30s), 0) << read_file(log);
   }
+  // `events blocked` names A's failing head, with its error and the retry minutes away.
+  auto blocked = lines_of(run_cli({"events", "--store", store(), "blocked"}).out);
+  ASSERT_EQ(blocked.size(), 1u);
+  auto head = json::parse(blocked[0]);
+  EXPECT_EQ(head["id"], a1_);
+  EXPECT_EQ(head["key"], "A");
+  EXPECT_GE(head["attempts"], 1);
+  EXPECT_FALSE(head["last_error"].get<std::string>().empty()) << blocked[0];
+  EXPECT_GT(head.value("next_attempt_in_s", 0.0), 60.0) << blocked[0];
+  EXPECT_TRUE(lines_of(run_cli({"events", "--store", store(), "leased"}).out).empty());
   expect_other_keys_delivered();
 }
 
@@ -172,6 +182,14 @@ TEST_F(SqliteCliTest, ARelayKilledHoldingALeaseDoesNotStopOtherKeys) {
                    dir_ / "relay1.log");
   ASSERT_TRUE(eventually([&] { return stats().value("leased", -1) == 1; }, 30s))
       << read_file(dir_ / "relay1.log");
+  // `events leased` shows who holds A1 and until when; it is not failing, so not blocked.
+  auto leased = lines_of(run_cli({"events", "--store", store(), "leased"}).out);
+  ASSERT_EQ(leased.size(), 1u);
+  auto held = json::parse(leased[0]);
+  EXPECT_EQ(held["id"], a1_);
+  EXPECT_FALSE(held.value("lease_owner", "").empty()) << leased[0];
+  EXPECT_GT(held.value("lease_expires_in_s", 0.0), 60.0) << leased[0];
+  EXPECT_TRUE(lines_of(run_cli({"events", "--store", store(), "blocked"}).out).empty());
   relay.signal(SIGKILL);
   relay.wait(30s);
   expect_other_keys_delivered();
@@ -188,6 +206,8 @@ TEST_F(SqliteCliTest, EventsWhereThereIsNoOutboxSaysSoAndCreatesNothing) {
   for (const std::vector<std::string>& op : {std::vector<std::string>{"stats"},
                                              {"list"},
                                              {"dead"},
+                                             {"blocked"},
+                                             {"leased"},
                                              {"retry", "--all"},
                                              {"discard", "--all"}}) {
     std::vector<std::string> args{"events", "--store", "sqlite:" + missing};
@@ -234,6 +254,11 @@ TEST_F(SqliteCliTest, InspectionWorksOnAReadOnlyDatabaseFile) {
   auto dead = run_cli_read_only(dir_.path(), {"events", "--store", store(), "dead"});
   ASSERT_EQ(dead.code, 0) << dead.all();
   EXPECT_EQ(lines_of(dead.out).size(), 1u);
+  for (const char* inspect : {"blocked", "leased"}) {
+    auto r = run_cli_read_only(dir_.path(), {"events", "--store", store(), inspect});
+    EXPECT_EQ(r.code, 0) << inspect << ": " << r.all();
+    EXPECT_TRUE(r.out.empty()) << inspect << ": " << r.out;
+  }
   // Writing is refused, as a runtime failure.
   auto retry = run_cli_read_only(dir_.path(), {"events", "--store", store(), "retry", "--all"});
   EXPECT_EQ(retry.code, 1) << retry.all();
