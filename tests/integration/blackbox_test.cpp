@@ -200,6 +200,29 @@ TEST(BlackboxPostgres, EventsWhereThereIsNoOutboxSaysSoAndCreatesNothing) {
   EXPECT_EQ(lines_of(list.out).size(), 1u) << list.out;
 }
 
+// libpq parameters in a PostgreSQL URL were passed on unchecked: 'connect_timeout=abc' or
+// 'sslmode=bogus' failed at connect time as a runtime error (exit 1, libpq's "invalid sslmode
+// value"), after the sink file was created. A usage error: exit 2 naming the parameter, before
+// anything is opened. No server needed.
+TEST(BlackboxPostgres, LibpqParametersAreCheckedBeforeAnythingIsOpened) {
+  TempDir dir;
+  for (const std::string param :
+       {"connect_timeout=abc", "connect_timeout=-1", "sslmode=bogus", "target_session_attrs=x"}) {
+    const std::string store = "postgresql://app@127.0.0.1:1/db?" + param;
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"events", "--store", store, "stats"},
+          {"emit", "--store", store, "--type", "t", "--payload", "1"},
+          {"relay", "--store", store, "--sink", "file:" + dir / "o.jsonl", "--until-empty"}}) {
+      auto r = run_cli(args);
+      EXPECT_EQ(r.code, 2) << joined(args) << "\n" << r.all();
+      EXPECT_NE(r.err.find("parameter '" + param.substr(0, param.find('=')) + "'"),
+                std::string::npos)
+          << r.err;
+    }
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a file was created";
+}
+
 // What a black-box tester checks first, on every store: keys whose sink keeps failing (retries
 // minutes away) hold back only themselves, in a shuffled layout of failing and free keys over
 // several transactions; a relay killed with SIGKILL mid-run and started again delivers every

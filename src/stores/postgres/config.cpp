@@ -1,7 +1,9 @@
 #include "stores/postgres/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/names.h"
 #include "core/url.h"
@@ -74,10 +76,27 @@ Config parse_config(std::string_view text, StoreOptions& options) {
   if (!url.password().empty()) add("password", url.password());
   if (!db.empty()) add("dbname", db);
   bool timeout_given = false, app_given = false;
+  // libpq's values are checked here, so a typo is a usage error (exit 2) before any connection
+  // is tried, not libpq's "invalid ... value" at connect time.
+  if (auto t = url.int_param("connect_timeout", 0, 86'400))
+    add("connect_timeout", std::to_string(*t));
+  auto one_of = [&](const char* k, std::initializer_list<std::string_view> values) {
+    auto v = url.param(k);
+    if (!v) return;
+    if (std::find(values.begin(), values.end(), *v) == values.end()) {
+      std::string list;
+      for (auto x : values) list += (list.empty() ? "" : ", ") + std::string(x);
+      throw ConfigError("bad URL '" + url.redacted() + "': parameter '" + k + "' must be one of " +
+                        list + ", got '" + *v + "'");
+    }
+  };
+  one_of("sslmode", {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"});
+  one_of("target_session_attrs",
+         {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"});
   for (const char* k : {"connect_timeout", "sslmode", "sslrootcert", "sslcert", "sslkey",
                         "application_name", "target_session_attrs"}) {
     if (auto v = url.param(k)) {
-      add(k, *v);
+      if (std::string_view(k) != "connect_timeout") add(k, *v);
       timeout_given |= std::string_view(k) == "connect_timeout";
       app_given |= std::string_view(k) == "application_name";
     }
