@@ -10,7 +10,7 @@
 #include <sstream>
 #include <toml.hpp>
 
-#include "limits.h"
+#include "pipeline_limits.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #ifdef OUTPOST_HAVE_CONSUME
@@ -20,7 +20,7 @@
 namespace outpost::cli {
 namespace {
 
-// The backoff rule (limits.h) in the words of the config file's keys.
+// The backoff rule (pipeline_limits.h) in the words of the config file's keys.
 std::string backoff_key_error(std::int64_t base_ms, std::int64_t max_ms) {
   return limits::backoff_order_error(base_ms, max_ms, "backoff_base_ms", "key 'backoff_max_ms'");
 }

@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "consume.h"
-#include "limits.h"
+#include "pipeline_limits.h"
 #include "log.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"

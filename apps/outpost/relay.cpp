@@ -16,7 +16,7 @@
 #include <string>
 
 #include "cli.h"
-#include "limits.h"
+#include "pipeline_limits.h"
 #include "log.h"
 #include "metrics.h"
 #include "outpost/error.h"
