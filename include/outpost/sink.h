@@ -72,6 +72,14 @@ class DeliveryControl {
   std::string timed_out_error() const {
     return "timed out after " + std::to_string(timeout_.load()) + " ms (deliver timeout)";
   }
+  // The `skipped` outcomes above, worded the same by every sink: an event never started (past
+  // the deadline or stopping), and a delivery in flight given up past abandon_at().
+  static DeliveryResult not_started() {
+    return DeliveryResult::skipped("not started (relay stopping or deliver timeout)");
+  }
+  static DeliveryResult abandoned() {
+    return DeliveryResult::skipped("abandoned unconfirmed: the relay is stopping");
+  }
 
   // The relay's side. begin(): a new call with `timeout` (0, or more than a year: no deadline).
   void begin(Duration timeout, Clock::time_point now = Clock::now()) {

@@ -175,8 +175,7 @@ struct HandlerSink::Impl {
     if (events.empty()) return {};
     auto job = std::make_shared<Job>();
     job->events.assign(events.begin(), events.end());
-    job->results.assign(events.size(),
-                        DeliveryResult::skipped("not started (relay stopping or deliver timeout)"));
+    job->results.assign(events.size(), DeliveryControl::not_started());
     job->table = snapshot();
     build_lanes(*job);
     job->running.assign(job->lanes(), -1);
@@ -197,7 +196,7 @@ struct HandlerSink::Impl {
         job->next_lane = job->lanes();  // start no lane and no further event
         job->stopping = true;
         if (now >= control.abandon_at()) {
-          give_up(*job, DeliveryResult::skipped("abandoned unconfirmed: the relay is stopping"));
+          give_up(*job, DeliveryControl::abandoned());
           break;
         }
         if (std::none_of(job->running.begin(), job->running.end(),

@@ -152,9 +152,7 @@ class HttpSink final : public Sink {
                                            const DeliveryControl* control) {
     std::lock_guard lock(mu_);
     // Events that never get an outcome were not started (the relay's deadline or stop).
-    std::vector<DeliveryResult> results(events.size(),
-                                        DeliveryResult::skipped("not started (relay stopping "
-                                                                "or deliver timeout)"));
+    std::vector<DeliveryResult> results(events.size(), DeliveryControl::not_started());
     if (events.empty()) return results;
     try {
       run(events, results, control);
@@ -245,7 +243,7 @@ class HttpSink final : public Sink {
     if (now >= control.deadline())
       given_up = DeliveryResult::failed(control.timed_out_error());
     else if (control.stopping() && now >= control.abandon_at())
-      given_up = DeliveryResult::skipped("abandoned unconfirmed: the relay is stopping");
+      given_up = DeliveryControl::abandoned();
     else
       return false;
     for (auto& r : requests_)
