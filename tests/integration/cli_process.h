@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include <chrono>
 #include <cstdlib>
@@ -138,6 +139,11 @@ class CliProcess {
     std::vector<char*> cargs;
     for (auto& a : argv) cargs.push_back(a.data());
     cargs.push_back(nullptr);
+    // Returns once the child has exec'd outpost (the pipe's write end closes on exec), as a
+    // supervisor or subprocess.Popen does: a signal sent after start() reaches outpost, not the
+    // forked copy of the test.
+    int exec_done[2];
+    if (::pipe2(exec_done, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {
@@ -149,6 +155,11 @@ class CliProcess {
       ::execv(cargs[0], cargs.data());
       ::_exit(127);
     }
+    ::close(exec_done[1]);
+    char byte;
+    while (::read(exec_done[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::close(exec_done[0]);
     pid_ = pid;
   }
   void signal(int sig) {

@@ -282,6 +282,26 @@ TEST_F(RelayStopTest, SecondSigtermGivesUpAtOnce) {
   expect_all_released();
 }
 
+// Issue 10 defect 4, the first milliseconds: a SIGTERM sent right after exec (a supervisor
+// stopping what it just started) drains and exits 0. Before the launcher (apps/outpost/
+// launcher.c) the dynamic loader spent 10-20 ms mapping the CLI's libraries before main() could
+// block the signal, and the relay died of it (exit 143) at every delay below here. The delays
+// start at 5 ms, well past the kernel's own exec work, so a slow machine cannot fail the test.
+TEST(RelayEarlySignalTest, SigtermInTheFirstMillisecondsAfterExecDrainsAndExitsZero) {
+  TempDir dir;
+  int run = 0;
+  for (int delay_ms : {5, 5, 10, 10, 20}) {
+    SCOPED_TRACE("SIGTERM " + std::to_string(delay_ms) + " ms after exec");
+    const std::string name = std::to_string(++run);
+    CliProcess relay({"relay", "--store", "sqlite:" + dir / ("o" + name + ".db"), "--sink",
+                      "file:" + dir / ("s" + name + ".jsonl")},
+                     dir / ("log" + name));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    relay.signal(SIGTERM);
+    EXPECT_EQ(relay.wait(60s), 0) << read_file(dir / ("log" + name));
+  }
+}
+
 // Issue 10 defect 10: `relay --sink file:-` whose stdout pipe has no reader left reports it and
 // releases the events it holds (exit 1), instead of dying of SIGPIPE with them leased.
 TEST(RelayClosedPipeTest, FileSinkIntoAClosedPipeReportsItAndReleasesTheEvents) {

@@ -31,9 +31,13 @@ CliResult run_cli_read_only(const std::filesystem::path& dir,
   TempDir io;
   fs::permissions(io.path(), fs::perms::all);  // nobody writes its stdout/stderr here
   const std::string bin = io / "outpost";
-  fs::copy_file(OUTPOST_BIN, bin);
-  fs::permissions(bin, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                           fs::perms::others_read | fs::perms::others_exec);
+  // The launcher and the program it runs (apps/outpost/launcher.c), side by side as in the build.
+  for (const char* name : {"outpost", "outpost-main"}) {
+    fs::copy_file(fs::path(OUTPOST_BIN).parent_path() / name, io / name);
+    fs::permissions(io / name, fs::perms::owner_all | fs::perms::group_read |
+                                   fs::perms::group_exec | fs::perms::others_read |
+                                   fs::perms::others_exec);
+  }
   const bool root = ::geteuid() == 0;
   const auto dir_perms = fs::status(dir).permissions();
   std::vector<std::pair<fs::path, fs::perms>> saved;
