@@ -244,6 +244,11 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   const Value& sink = table.as_table().at("sink");
   check_scheme(r.where(store, "store"), p.store, "store", store_schemes());
   check_scheme(r.where(sink, "sink"), p.sink, "sink", sink_schemes());
+  try {
+    check_store_url(p.store);  // the URL only: nothing is opened or created
+  } catch (const ConfigError& e) {
+    fail(r.where(store, "store"), e.what());
+  }
   return p;
 }
 

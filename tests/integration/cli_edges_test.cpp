@@ -210,6 +210,7 @@ TEST(CliUsage, RelayAndBenchCreateNothingOnABadFlagOrUrl) {
       {{"relay", "--store", store, "--sink", sink, "--batch", "0"}, "--batch"},
       {{"relay", "--store", store, "--sink", sink, "--no-such-flag"}, "--no-such-flag"},
       {{"relay", "--store", store + "?tabel=x", "--sink", sink}, "tabel"},
+      {{"relay", "--store", store + "%00tail", "--sink", sink}, "NUL"},
       {{"relay", "--store", "postgresql://u@127.0.0.1:1/db?tabel=x", "--sink", sink}, "tabel"},
       {{"relay", "--store", "redis://127.0.0.1:1/0?prefx=x", "--sink", sink}, "prefx"},
       {{"relay", "--store", "memory:?x=1", "--sink", sink}, "'x'"},

@@ -220,6 +220,31 @@ TEST_F(DaemonTest, CheckNamesFileLineAndKeyAndExits2) {
   EXPECT_NE(r.err.find("missing.toml: cannot read"), std::string::npos) << r.err;
 }
 
+// A bad parameter of a [[relay]] store URL is found by the store's parse-only check: exit 2
+// naming file, line and key, and nothing is opened or created. Before: `check` looked at the
+// scheme only, passed these, and `run` found them by opening the store.
+TEST_F(DaemonTest, CheckFindsABadStoreParameterWithoutOpeningIt) {
+  auto file = dir_ / "bad.toml";
+  const std::string db = dir_ / "never.db";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"sqlite:" + db + "?busy_timeout_ms=abc", "busy_timeout_ms"},
+      {"sqlite:" + db + "%00tail", "NUL"},
+      {"postgresql://u@127.0.0.1:1/db?connect_timeout=-1", "connect_timeout"},
+      {"redis://127.0.0.1:1/0?prefx=x", "prefx"},
+  };
+  for (const auto& [store, names] : cases) {
+    write_file(file, "[[relay]]\nname = \"x\"\nstore = \"" + store + "\"\nsink = \"file:-\"\n");
+    for (const char* command : {"check", "run"}) {
+      auto r = run_cli({command, "--config", file}, {}, 30s);
+      EXPECT_EQ(r.code, 2) << command << " " << store << "\n" << r.err;
+      EXPECT_NE(r.err.find(file + ":3: [[relay]] 'x': key 'store': "), std::string::npos)
+          << command << " " << store << "\n" << r.err;
+      EXPECT_NE(r.err.find(names), std::string::npos) << command << " " << store << "\n" << r.err;
+      EXPECT_FALSE(std::filesystem::exists(db)) << command << " " << store;
+    }
+  }
+}
+
 // A TOML file is UTF-8: anything else is exit 2 naming the line, before the TOML parser reads
 // it (toml11 3.7 read past its buffer on this input, found by fuzz/config_fuzz.cpp).
 TEST_F(DaemonTest, CheckRefusesAFileThatIsNotUtf8NamingTheLine) {

@@ -31,6 +31,11 @@ SqliteOptions parse_url(std::string_view url, const StoreOptions& options) {
   } else {
     o.path = u.path();
   }
+  // SQLite takes the path as a C string: a NUL (%00) would silently cut it short. Refused here
+  // so check_store_url finds it before anything is opened.
+  if (o.path.find('\0') != std::string::npos)
+    throw ConfigError("bad URL '" + u.redacted() +
+                      "': the database path contains a NUL byte (%00)");
   if (o.path.empty() || o.path == "/")
     throw ConfigError("bad URL '" + u.redacted() +
                       "': missing database path (use sqlite:PATH or sqlite::memory:)");
