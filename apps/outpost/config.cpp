@@ -10,9 +10,10 @@
 #include <sstream>
 #include <toml.hpp>
 
-#include "pipeline_limits.h"
+#include "core/redact.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
+#include "pipeline_limits.h"
 #ifdef OUTPOST_HAVE_CONSUME
 #include "outpost/consumer.h"
 #endif
@@ -34,6 +35,54 @@ std::string at(const std::string& file, const Value& v) {
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
   throw ConfigError(where + what);
+}
+
+// toml11's error text without the source lines it quotes: the quoted line may hold a secret
+// (`store = "redis://PASSWORD@host"`, `admin_token = "..."`), and an error message must never
+// print one (docs/cli.md, "Secrets"). Kept: toml11's message and the comments it attaches to each
+// underlined location ("expected value", "defined here"), and its hints. toml11's own text names
+// no values, but any URL left in it still goes through redact_url.
+std::string toml_error_without_source(const std::string& what) {
+  std::istringstream lines(what);
+  std::string line;
+  std::vector<std::string> parts;
+  while (std::getline(lines, line)) {
+    std::string_view l(line);
+    if (l.starts_with("[error]")) {
+      l.remove_prefix(7);
+    } else if (l.starts_with("Hint:")) {
+    } else {
+      // " 3 | <source line>" is dropped; "   |    ^--- comment" / "   |  ~~~ comment" keeps
+      // the comment; " --> file", " |" and " ..." are layout.
+      auto bar = l.find(" | ");
+      if (bar == std::string_view::npos) continue;
+      auto head = l.substr(0, bar);
+      if (head.find_first_not_of(' ') != std::string_view::npos) continue;  // a numbered line
+      l.remove_prefix(bar + 3);
+      auto mark = l.find_first_not_of(' ');
+      if (mark == std::string_view::npos || (l[mark] != '^' && l[mark] != '~')) continue;
+      l.remove_prefix(mark);
+      l.remove_prefix(std::min(l.size(), l.find_first_not_of("^-~")));
+    }
+    while (!l.empty() && l.front() == ' ') l.remove_prefix(1);
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.remove_suffix(1);
+    if (!l.empty()) parts.emplace_back(l);
+  }
+  std::string out;
+  for (const auto& part : parts) {
+    if (!out.empty()) out += "; ";
+    std::istringstream words(part);
+    std::string word;
+    bool first = true;
+    while (words >> word) {
+      if (!first) out += ' ';
+      first = false;
+      out += word.find("://") != std::string::npos || word.find('@') != std::string::npos
+                 ? core::redact_url(word)
+                 : word;
+    }
+  }
+  return out;
 }
 
 // Offset of the first byte that is not valid UTF-8, or npos. A TOML file is UTF-8, and toml11
@@ -373,9 +422,12 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
   try {
     std::istringstream in(text);
     root = toml::parse(in, file);
+  } catch (const toml::exception& e) {
+    // toml11's message quotes the offending source lines; only FILE:LINE and its words are kept.
+    throw ConfigError(file + ":" + std::to_string(e.location().line()) +
+                      ": not valid TOML: " + toml_error_without_source(e.what()));
   } catch (const std::exception& e) {
-    // toml11's message names the file, line and column, with the line quoted.
-    throw ConfigError(file + ": not valid TOML: " + e.what());
+    throw ConfigError(file + ": not valid TOML: " + toml_error_without_source(e.what()));
   }
   DaemonConfig config;
   config.file = file;

@@ -124,6 +124,36 @@ TEST_F(CliSecretsTest, DeliveryFailuresNeverPrintTheSecret) {
   EXPECT_EQ(dead.all().find(kSecret), std::string::npos) << dead.all();
 }
 
+// A TOML syntax or duplicate-key error in `check|run --config` names FILE:LINE and toml11's
+// words, never the source line toml11 quotes: that line may hold a password or admin_token.
+TEST_F(CliSecretsTest, ConfigSyntaxErrorsNeverQuoteTheSecretLine) {
+  struct Bad {
+    std::string text;
+    int line;
+  };
+  const std::vector<Bad> bad{
+      {"[[relay]]\nname = \"x\"\nstore = \"redis://PW@127.0.0.1:6379/0\" sink\n", 3},
+      {"[http]\nlisten = \"127.0.0.1:9100\"\nadmin_token = \"s3cretPW\"\n"
+       "admin_token = \"s3cretPW\"\n",
+       4},
+  };
+  auto file = dir_ / "bad.toml";
+  for (const auto& b : bad) {
+    {
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out << with_secret(b.text);
+    }
+    for (const char* cmd : {"check", "run"}) {
+      auto r = run_cli({cmd, "--config", file}, {}, std::chrono::seconds(30));
+      EXPECT_EQ(r.code, 2) << cmd << " " << b.text << "\n" << r.all();
+      EXPECT_NE(r.err.find(file + ":" + std::to_string(b.line) + ": not valid TOML: "),
+                std::string::npos)
+          << r.err;
+      EXPECT_EQ(r.all().find(kSecret), std::string::npos) << r.all();
+    }
+  }
+}
+
 // Issue 10 defect 6: `emit -` -> `events list` and -> the file sink give back every JSON value
 // and every string exactly; binary travels base64; what cannot be kept is refused (exit 2).
 TEST(CliRoundTrip, EmitListAndFileSinkKeepEveryPayload) {
