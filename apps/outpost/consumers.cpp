@@ -138,7 +138,9 @@ Runner add_consumers_command(CLI::App& root) {
     if (retry->parsed()) check_ids("retry", *a);
     if (discard->parsed()) check_ids("discard", *a);
     validate_checkpoint_store_url(a->checkpoint);
-    auto store = open_checkpoint_store(a->checkpoint);
+    // Inspection and dead-letter edits need consumer state that is there: a wrong path or
+    // database is exit 1 naming it, and nothing is created.
+    auto store = open_checkpoint_store(a->checkpoint, CheckpointOpen::existing);
     if (list->parsed()) return run_list(*store, a->json);
     if (dead->parsed()) return run_dead(*store, a->group, a->limit);
     bool is_retry = retry->parsed();

@@ -130,6 +130,7 @@ constexpr const char* kDeadColumns =
 
 SqlTx CheckpointStore::Impl::begin() {
   SqlTx tx = conn->begin();
+  if (!create_tables) return tx;
   try {
     consume::ensure_consumer_tables(tx, prefix);
     consume::ensure_inbox_table(tx, prefix + "_inbox");
@@ -285,17 +286,28 @@ void validate_checkpoint_store_url(std::string_view url) {
   parse_url(url);
 }
 
-std::unique_ptr<CheckpointStore> open_checkpoint_store(std::string_view text) {
+std::unique_ptr<CheckpointStore> open_checkpoint_store(std::string_view text, CheckpointOpen open) {
   ParsedUrl p = parse_url(text);
   auto impl = std::make_unique<CheckpointStore::Impl>();
   impl->url = p.redacted;
   impl->prefix = p.prefix;
+  impl->create_tables = open == CheckpointOpen::create;
   if (p.kind == ParsedUrl::Kind::sqlite) {
     impl->kind = TxHandle::Kind::sqlite;
-    impl->conn = consume::open_sqlite_connection(p.path, p.busy_timeout_ms);
+    impl->conn = consume::open_sqlite_connection(p.path, p.busy_timeout_ms, impl->create_tables);
   } else {
     impl->kind = TxHandle::Kind::postgres;
     impl->conn = consume::open_postgres_connection(p.keys, p.values, p.where);
+  }
+  if (!impl->create_tables) {
+    // Same rule on every engine: no consumer tables, no consumer state; say so, create nothing.
+    for (const char* suffix : {"_checkpoints", "_dead"}) {
+      if (impl->conn->has_table(impl->table(suffix))) continue;
+      throw Error(ErrorCode::not_found,
+                  impl->kind == TxHandle::Kind::sqlite ? "sqlite" : "postgres",
+                  "there is no consumer state at '" + impl->conn->where() + "': no table '" +
+                      impl->table(suffix) + "' (nothing was created)");
+    }
   }
   return std::make_unique<CheckpointStore>(std::move(impl));
 }

@@ -19,6 +19,7 @@ struct CheckpointStore::Impl {
   std::string url;  // redacted
   std::string prefix;
   TxHandle::Kind kind = TxHandle::Kind::sqlite;
+  bool create_tables = true;  // false: CheckpointOpen::existing, the tables were checked at open
 
   std::string table(const char* suffix) const { return prefix + suffix; }
 
@@ -40,7 +41,7 @@ struct CheckpointStore::Impl {
       throw;
     }
   }
-  consume::SqlTx begin();  // BEGIN + tables ensured
+  consume::SqlTx begin();  // BEGIN + tables ensured (created when create_tables)
 
   struct Checkpoint {
     std::string source, position;

@@ -64,11 +64,16 @@ class SqlConnection {
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;   // no-op when no transaction is open
   virtual std::string where() const = 0;  // printable location, never a password
+  // Whether `table` exists, read outside any transaction (writes nothing).
+  virtual bool has_table(const std::string& table) = 0;
 };
 
 // `path` for SQLite (":memory:" allowed); waits up to `busy_timeout_ms` for another process's
-// lock. Throws ConnectionError naming the path when it cannot be opened.
-std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string& path, int busy_timeout_ms);
+// lock. Throws ConnectionError naming the path when it cannot be opened. Without `create`, a
+// file that does not exist is ErrorCode::not_found (nothing is created), and the file is
+// switched to WAL only at the first begin(), so a caller may check its tables first.
+std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string& path, int busy_timeout_ms,
+                                                      bool create = true);
 // libpq keyword/value pairs. Throws ConnectionError naming `where`.
 std::unique_ptr<SqlConnection> open_postgres_connection(std::vector<std::string> keys,
                                                         std::vector<std::string> values,

@@ -130,6 +130,11 @@ class PostgresConnection final : public SqlConnection {
     }
   }
   std::string where() const override { return where_; }
+  bool has_table(const std::string& table) override {
+    return !postgres_query(conn_.get(), "SELECT 1 WHERE to_regclass($1) IS NOT NULL", {table},
+                           nullptr)
+                .empty();
+  }
 
  private:
   std::string where_;

@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -93,20 +94,23 @@ struct DbDeleter {
 
 class SqliteConnection final : public SqlConnection {
  public:
-  SqliteConnection(const std::string& path, int busy_timeout_ms) : path_(path) {
+  SqliteConnection(const std::string& path, int busy_timeout_ms, bool create) : path_(path) {
     sqlite3* raw = nullptr;
-    int rc =
-        sqlite3_open_v2(path.c_str(), &raw,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
     db_.reset(raw);
+    if (rc != SQLITE_OK && !create && (rc & 0xff) == SQLITE_CANTOPEN) {
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec))
+        throw Error(ErrorCode::not_found, "sqlite",
+                    "there is no consumer state at 'sqlite:" + path +
+                        "': the file does not exist (nothing was created)");
+    }
     if (rc != SQLITE_OK)
       throw ConnectionError("sqlite", "cannot open SQLite database '" + path +
                                           "': " + (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
     sqlite3_busy_timeout(raw, busy_timeout_ms);
-    // WAL: readers (`consumers list`) never block the consumer; NORMAL is durable across a
-    // process crash, which is what checkpoints must survive (kill -9).
-    if (path != ":memory:") sqlite_script(raw, "PRAGMA journal_mode=WAL");
-    sqlite_script(raw, "PRAGMA synchronous=NORMAL");
+    if (create) switch_to_wal();
   }
   ~SqliteConnection() override {
     rollback();
@@ -114,6 +118,7 @@ class SqliteConnection final : public SqlConnection {
   }
 
   SqlTx begin() override {
+    if (!wal_) switch_to_wal();
     sqlite_script(db_.get(), "BEGIN IMMEDIATE");
     return SqlTx(TxHandle::sqlite(db_.get()));
   }
@@ -123,17 +128,32 @@ class SqliteConnection final : public SqlConnection {
       sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
   }
   std::string where() const override { return "sqlite:" + path_; }
+  bool has_table(const std::string& table) override {
+    return !sqlite_query(db_.get(),
+                         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = $1", {table},
+                         nullptr)
+                .empty();
+  }
 
  private:
+  // WAL: readers (`consumers list`) never block the consumer; NORMAL is durable across a
+  // process crash, which is what checkpoints must survive (kill -9).
+  void switch_to_wal() {
+    if (path_ != ":memory:") sqlite_script(db_.get(), "PRAGMA journal_mode=WAL");
+    sqlite_script(db_.get(), "PRAGMA synchronous=NORMAL");
+    wal_ = true;
+  }
+
+  bool wal_ = false;
   std::string path_;
   std::unique_ptr<sqlite3, DbDeleter> db_;
 };
 
 }  // namespace
 
-std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string& path,
-                                                      int busy_timeout_ms) {
-  return std::make_unique<SqliteConnection>(path, busy_timeout_ms);
+std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string& path, int busy_timeout_ms,
+                                                      bool create) {
+  return std::make_unique<SqliteConnection>(path, busy_timeout_ms, create);
 }
 
 }  // namespace outpost::consume

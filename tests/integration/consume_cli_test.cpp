@@ -89,6 +89,95 @@ TEST(ConsumeCli, UsageErrorsNameTheProblemAndOpenNothing) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const auto& a : args) s += a + " ";
+  return s;
+}
+
+std::size_t entries_in(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+// `consumers` only inspects and edits consumer state that is there: a SQLite path that does not
+// exist, or a database without the consumer tables, is exit 1 naming the place, and nothing is
+// created. Before: `consumers --checkpoint sqlite:missing.db list` created the file and its
+// tables and printed an empty list (exit 0), as `events` did for the outbox.
+void expect_no_consumer_state(const std::string& checkpoint, const std::string& where) {
+  const std::vector<std::vector<std::string>> operations{
+      {"list"},
+      {"list", "--json"},
+      {"dead", "--group", "g"},
+      {"retry", "--group", "g", "--all"},
+      {"discard", "--group", "g", "1"},
+  };
+  // Twice: had the first round created the tables, the second would find them.
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& op : operations) {
+      std::vector<std::string> args{"consumers", "--checkpoint", checkpoint};
+      args.insert(args.end(), op.begin(), op.end());
+      auto r = run_cli(args);
+      EXPECT_EQ(r.code, 1) << joined(args) << "\n" << r.all();
+      EXPECT_NE(r.err.find("there is no consumer state at '" + where + "'"), std::string::npos)
+          << joined(args) << "\n"
+          << r.err;
+      EXPECT_NE(r.err.find("nothing was created"), std::string::npos) << r.err;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+  }
+}
+
+TEST(ConsumersCli, NeedConsumerStateThereAndCreateNothing) {
+  TempDir dir;
+  const std::string missing = dir / "missing.db";
+  expect_no_consumer_state("sqlite:" + missing, "sqlite:" + missing);
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  EXPECT_EQ(entries_in(dir.path()), 0u) << "something was created";
+
+  // An existing database without consumer tables (an empty file is an empty SQLite database):
+  // not switched to WAL, no table written.
+  const std::string empty = dir / "empty.db";
+  std::ofstream(empty).close();
+  expect_no_consumer_state("sqlite:" + empty, "sqlite:" + empty);
+  EXPECT_EQ(std::filesystem::file_size(empty), 0u) << "the database was written";
+  EXPECT_EQ(entries_in(dir.path()), 1u) << "something was created";
+
+  // Consumer state under another prefix is not this prefix's.
+  std::string log = dir / "log.jsonl", cp = dir / "cp.db";
+  write_log(log, 3);
+  auto r = run_cli({"consume", "--from", "file:" + log, "--group", "g", "--checkpoint",
+                    "sqlite:" + cp, "--sink", "file:" + (dir / "out.jsonl"), "--until-idle", "1"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  expect_no_consumer_state("sqlite:" + cp + "?prefix=other", "sqlite:" + cp);
+  r = run_cli({"consumers", "--checkpoint", "sqlite:" + cp, "list", "--json"});
+  EXPECT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(lines_of(r.out).size(), 1u) << r.out;
+}
+
+TEST(ConsumersCli, NeedConsumerStateThereOnPostgres) {
+  const char* pg = std::getenv("OUTPOST_TEST_PG_URL");
+  if (!pg) {
+    if (std::getenv("OUTPOST_TEST_REQUIRE_ALL")) FAIL() << "OUTPOST_TEST_PG_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";
+  }
+  std::string url = pg;
+  // A prefix no other test uses, new on every run.
+  std::string prefix =
+      "nocons" + std::to_string(::getpid()) + "_" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000);
+  url += (url.find('?') == std::string::npos ? "?" : "&") + std::string("prefix=") + prefix;
+  auto r = run_cli({"consumers", "--checkpoint", url, "list"});
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("there is no consumer state at '"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(prefix + "_checkpoints"), std::string::npos) << r.err;
+  const std::string where =
+      r.err.substr(r.err.find("state at '") + 10, r.err.find("'", r.err.find("state at '") + 10) -
+                                                      (r.err.find("state at '") + 10));
+  expect_no_consumer_state(url, where);
+}
+
 TEST(ConsumeCli, BridgesOnceListsGroupsAndDrainsOnSigterm) {
   TempDir dir;
   std::string log = dir / "log.jsonl", cp = "sqlite:" + (dir / "cp.db"), out = dir / "out.jsonl";
