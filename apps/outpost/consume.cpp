@@ -47,6 +47,7 @@ class TouchingSource final : public Source {
   }
   void retire(const std::string& group) override { inner_.retire(group); }
   bool partitioned() const override { return inner_.partitioned(); }
+  bool can_read_ahead() const override { return inner_.can_read_ahead(); }
   std::string merge(const std::string& stored, const std::string& mine) const override {
     return inner_.merge(stored, mine);
   }

@@ -77,6 +77,13 @@ class Source {
   virtual std::string merge(const std::string& /*stored*/, const std::string& mine) const {
     return mine;
   }
+  // True when read() may run on another thread than the consumer's while it commits the batch
+  // before (Consumer::run then reads one batch ahead). The consumer still never calls two
+  // methods at once, but read() must not call the checkpoint reader (the store is busy
+  // committing), and committed() may come one batch late. False unless a source says so (file,
+  // Redis Streams and NATS do; Kafka does not: its read runs rebalance callbacks that read the
+  // checkpoint).
+  virtual bool can_read_ahead() const { return false; }
   // Where the source can ask for the group's committed checkpoint again (Kafka: when partitions
   // are assigned after a rebalance). Called by the Consumer before the first read.
   virtual void set_checkpoint_reader(std::function<std::string()> /*reader*/) {}
@@ -228,7 +235,9 @@ class Consumer {
 
   // Loads the group's checkpoint (a group is bound to the source URL it first read: another URL
   // is a ConfigError) and consumes until stop() or until_idle. The batch in flight when stop()
-  // is called is finished (committed) first.
+  // is called is finished (committed) first. With a source that can_read_ahead(), the next batch
+  // is read on a second thread while one commits (a batch read ahead and not handled when run()
+  // returns is dropped, and read again from the checkpoint).
   void run(const ConsumerHandler& handler);
   // One read + handle + commit. Returns the number of messages read (0: nothing new).
   std::size_t run_once(const ConsumerHandler& handler);

@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "consume/checkpoint_store.h"
 #include "consume/message.h"
+#include "consume/read_ahead.h"
 #include "core/names.h"
 #include "outpost/error.h"
 #include "outpost/inbox.h"
@@ -58,7 +60,8 @@ struct Consumer::Impl {
   ConsumerCounters counters;  // guarded by mu
   bool loaded = false;
   SteadyClock::time_point next_purge{};
-  std::set<std::string> held;  // keys with a parked message (ordered mode)
+  std::set<std::string> held;           // keys with a parked message (ordered mode)
+  consume::ReadAhead* ahead = nullptr;  // set while run() reads ahead
 
   template <class F>
   void count(F&& f) {
@@ -90,6 +93,14 @@ struct Consumer::Impl {
       value = source.merge(stored ? stored->position : std::string(), position);
     }
     store.save(tx, options.group, source.url(), value);
+  }
+
+  // The source learns what committed; while a read runs ahead, after that read (ReadAhead).
+  void committed(const std::string& position) {
+    if (ahead)
+      ahead->committed(options.group, position);
+    else
+      source.committed(options.group, position);
   }
 
   void commit(const SqlTx&) {
@@ -225,7 +236,7 @@ struct Consumer::Impl {
       store.conn->rollback();
       throw;
     }
-    if (out.retry.empty()) source.committed(options.group, checkpoint);
+    if (out.retry.empty()) committed(checkpoint);
     return out;
   }
 
@@ -249,7 +260,7 @@ struct Consumer::Impl {
           park(tx, msgs[i], attempts[i], r.error);
           save(tx, msgs[i].position);
         });
-        source.committed(options.group, msgs[i].position);
+        committed(msgs[i].position);
         return true;
       }
     }
@@ -270,7 +281,7 @@ struct Consumer::Impl {
     for (std::size_t i : pending)
       if (!settle_one(msgs, i, attempts, handler)) return;  // stopping: replayed next run
     store.in_tx([&](SqlTx& tx) { save(tx, end); });
-    source.committed(options.group, end);
+    committed(end);
   }
 
   // Dead letters an operator asked to retry, in row order, before new messages.
@@ -328,15 +339,41 @@ struct Consumer::Impl {
     }
   }
 
+  std::size_t handle(std::vector<Message>& msgs, const ConsumerHandler& handler) {
+    if (msgs.empty()) return 0;
+    count([&](auto& c) { c.read += msgs.size(); });
+    try {
+      process(msgs, handler);
+    } catch (...) {
+      // The source has read past what committed: seek back to the checkpoint before reading
+      // on, or a later run()/run_once() of this Consumer would skip the rest of the batch.
+      loaded = false;
+      throw;
+    }
+    return msgs.size();
+  }
+
   std::size_t run_once(const ConsumerHandler& handler) {
     if (!loaded) load();
     purge_if_due();
     handle_retries(handler);
     auto msgs = source.read(options.batch_size, options.poll);
-    if (msgs.empty()) return 0;
-    count([&](auto& c) { c.read += msgs.size(); });
-    process(msgs, handler);
-    return msgs.size();
+    return handle(msgs, handler);
+  }
+
+  // run_once with the read on ahead's thread: the next batch is read while this one commits.
+  // The store work before the batch (purge, retries) overlaps its read too.
+  std::size_t run_once_ahead(const ConsumerHandler& handler, consume::ReadAhead& reader) {
+    if (!loaded) {
+      reader.quiesce();  // seek() only with no read in flight
+      load();
+    }
+    if (!reader.in_flight()) reader.request(options.batch_size, options.poll);
+    purge_if_due();
+    handle_retries(handler);
+    auto msgs = reader.take();
+    if (!msgs.empty() && !stop_requested()) reader.request(options.batch_size, options.poll);
+    return handle(msgs, handler);
   }
 };
 
@@ -349,11 +386,24 @@ std::size_t Consumer::run_once(const ConsumerHandler& handler) {
 }
 
 void Consumer::run(const ConsumerHandler& handler) {
+  std::optional<consume::ReadAhead> ahead;
+  if (impl_->source.can_read_ahead()) ahead.emplace(impl_->source);
+  impl_->ahead = ahead ? &*ahead : nullptr;
+  // However run() ends: no read left in flight, queued committed() delivered, and a batch read
+  // ahead but not handled dropped, so the next run re-seeks to the checkpoint.
+  struct Settle {
+    Impl& impl;
+    std::optional<consume::ReadAhead>& ahead;
+    ~Settle() {
+      if (ahead && ahead->quiesce()) impl.loaded = false;
+      impl.ahead = nullptr;
+    }
+  } settle{*impl_, ahead};
   auto last_message = SteadyClock::now();
   int errors_in_a_row = 0;
   while (!impl_->stop_requested()) {
     try {
-      std::size_t n = impl_->run_once(handler);
+      std::size_t n = ahead ? impl_->run_once_ahead(handler, *ahead) : impl_->run_once(handler);
       errors_in_a_row = 0;
       if (n > 0) {
         last_message = SteadyClock::now();
@@ -366,6 +416,7 @@ void Consumer::run(const ConsumerHandler& handler) {
       // Source or store outage: back off and try again (the batch replays from the checkpoint).
       impl_->count([](auto& c) { ++c.errors; });
       impl_->report("group '" + impl_->options.group + "': " + e.what() + " (retrying)");
+      if (ahead) ahead->quiesce();  // a batch read ahead is read again after the re-seek
       impl_->loaded = false;
       if (!impl_->pause(backoff_delay(++errors_in_a_row, Duration(100), Duration(5000)))) return;
       last_message = SteadyClock::now();

@@ -30,6 +30,7 @@ class FileSource final : public Source {
 
   std::string_view name() const override { return "file"; }
   std::string url() const override { return url_; }
+  bool can_read_ahead() const override { return true; }
 
   void seek(const std::string& position) override { offset_ = parse_offset(position); }
 

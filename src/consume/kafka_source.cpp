@@ -22,12 +22,22 @@ namespace {
 
 using Offsets = std::map<std::int32_t, std::int64_t>;  // partition -> next offset
 
+// "PARTITION:OFFSET,..." appended to `out` (once per message: no temporaries).
+void append_offsets(std::string& out, const Offsets& o) {
+  char num[24];
+  bool first = true;
+  for (auto& [p, off] : o) {
+    if (!first) out += ',';
+    first = false;
+    out.append(num, std::to_chars(num, num + sizeof num, p).ptr);
+    out += ':';
+    out.append(num, std::to_chars(num, num + sizeof num, off).ptr);
+  }
+}
+
 std::string format_offsets(const Offsets& o) {
   std::string out;
-  for (auto& [p, off] : o) {
-    if (!out.empty()) out += ',';
-    out += std::to_string(p) + ":" + std::to_string(off);
-  }
+  append_offsets(out, o);
   return out;
 }
 
@@ -102,6 +112,7 @@ class KafkaSource final : public Source {
       return {};
     }
     std::vector<Message> out;
+    out.reserve(std::min<std::size_t>(max, 1024));
     auto deadline = std::chrono::steady_clock::now() + wait;
     while (out.size() < max) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -169,11 +180,18 @@ class KafkaSource final : public Source {
     }
     // The message key is the event key (ce-partitionkey carries the same).
     if (m->key) msg.event.key.assign(static_cast<const char*>(m->key), m->key_len);
-    msg.position = format_offsets(next_);
-    finish_cloudevents_message(
-        msg, id_text,
-        "partition " + std::to_string(m->partition) + " offset " + std::to_string(m->offset));
+    msg.position = position();
+    finish_cloudevents_message(msg, id_text, [m] {
+      return "partition " + std::to_string(m->partition) + " offset " + std::to_string(m->offset);
+    });
     return msg;
+  }
+
+  // format_offsets(next_), in a reused buffer: one allocation per message, the copy.
+  std::string position() {
+    position_.clear();
+    append_offsets(position_, next_);
+    return position_;
   }
 
   using Handle = std::unique_ptr<rd_kafka_t, KafkaDeleter>;
@@ -273,6 +291,7 @@ class KafkaSource final : public Source {
   std::set<std::int32_t> assigned_;
   std::function<std::string()> reader_;
   std::string callback_error_;  // set by on_rebalance, thrown by read()
+  std::string position_;        // position()'s buffer
 };
 
 }  // namespace

@@ -37,10 +37,11 @@ void apply_cloudevents_header(Message& m, std::string_view name, std::string_vie
   }
 }
 
-void finish_cloudevents_message(Message& m, const std::string& id_text, const std::string& where) {
+void finish_cloudevents_message(Message& m, const std::string& id_text,
+                                const std::function<std::string()>& where) {
   if (auto id = EventId::parse(id_text)) m.event.id = *id;
   if (m.event.type.empty() || m.event.id.is_nil())
-    m.parse_error = "not an outpost event: " + where + " has no ce-type or event id";
+    m.parse_error = "not an outpost event: " + where() + " has no ce-type or event id";
 }
 
 std::string dead_letter_payload(const Message& m) {

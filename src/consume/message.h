@@ -2,6 +2,7 @@
 // Messages of every source are the DESIGN §6 JSON encoding of an event (the file sink's lines,
 // the JSON a broker source builds from an entry's fields); one decoder for all of them.
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -16,12 +17,14 @@ Message decode_message(std::string raw, std::string position);
 // the payload as the body; the Kafka and NATS sources read it back through these two, so both
 // map every header the same way. Call apply_cloudevents_header for each header of the message
 // (the event id text collects in `id_text`: `outpost-id` wins over `ce-id`), then
-// finish_cloudevents_message, which sets the id and `parse_error` (`where` names the message).
+// finish_cloudevents_message, which sets the id and `parse_error` (`where()` names the message;
+// called only then, so a message that is an event costs no text).
 // `raw` stays empty: encoding every message only for the rare dead letter cost a third of a
 // broker source's read time; dead_letter_payload encodes it when a message is parked.
 void apply_cloudevents_header(Message& m, std::string_view name, std::string_view value,
                               std::string& id_text);
-void finish_cloudevents_message(Message& m, const std::string& id_text, const std::string& where);
+void finish_cloudevents_message(Message& m, const std::string& id_text,
+                                const std::function<std::string()>& where);
 
 // What a dead letter keeps of `m`: the message as read (a JSON line), or the event's JSON
 // (DESIGN §6) for messages a broker source rebuilt from fields and headers.

@@ -80,6 +80,7 @@ class NatsSource final : public Source {
 
   std::string_view name() const override { return "nats"; }
   std::string url() const override { return c_.where; }
+  bool can_read_ahead() const override { return true; }
 
   void seek(const std::string& position) override {
     next_ = parse_sequence(position) + 1;
@@ -188,7 +189,8 @@ class NatsSource final : public Source {
       }
       free(keys);
     }
-    finish_cloudevents_message(msg, id_text, "stream " + c_.stream + " sequence " + msg.position);
+    finish_cloudevents_message(msg, id_text,
+                               [&] { return "stream " + c_.stream + " sequence " + msg.position; });
     return msg;
   }
 

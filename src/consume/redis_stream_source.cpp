@@ -29,17 +29,24 @@ std::string str(const redisReply* r) {
              : std::string();
 }
 
+// str() without the copy: valid while the reply lives.
+std::string_view view(const redisReply* r) {
+  return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+             ? std::string_view(r->str, r->len)
+             : std::string_view();
+}
+
 // One stream entry as a Message: the event rebuilt field by field (exact bytes). `raw` stays
 // empty: a dead letter encodes the event when it is parked (dead_letter_payload).
 Message to_message(const redisReply* entry) {
   Message m;
   m.position = str(entry->element[0]);
   const redisReply* fields = entry->element[1];
-  std::string id_text, occurred, headers;
+  std::string_view id_text, occurred, headers;
   bool has_type = false;
   for (std::size_t i = 0; fields && i + 1 < fields->elements; i += 2) {
-    std::string k = str(fields->element[i]);
-    std::string v = str(fields->element[i + 1]);
+    std::string_view k = view(fields->element[i]);
+    std::string_view v = view(fields->element[i + 1]);
     if (k == "id")
       id_text = v;
     else if (k == "type")
@@ -74,6 +81,7 @@ class RedisStreamSource final : public Source {
 
   std::string_view name() const override { return "redis-stream"; }
   std::string url() const override { return c_.where; }
+  bool can_read_ahead() const override { return true; }
   void seek(const std::string& position) override { last_ = position.empty() ? "0-0" : position; }
 
   std::vector<Message> read(std::size_t max, Duration wait) override {

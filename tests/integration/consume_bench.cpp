@@ -7,11 +7,14 @@
 //   baseline:  the same client's plain read loop over the same messages, B at a time, no
 //              decoding: getline on the file, XREAD COUNT B on Redis, rd_kafka_consumer_poll on
 //              every partition, a pull consumer's Fetch(B) on JetStream;
+//   parse baseline (file only): getline plus nlohmann::json::parse of each line, the least any
+//              reader of a JSON-lines log does (the plain getline parses nothing);
 // and prints one JSON object per log (DESIGN §6 names where they apply; there is no latency
 // phase):
 //   {"log":"file","events":N,"batch":B,"events_per_s":X,"baseline_events_per_s":X,"ratio":X,
 //    "source_events_per_s":X,"peak_rss_mb":X,"rss_tenth_mb":X,"rss_end_mb":X,
-//    "cpu_us_per_event":X,"source_cpu_us_per_event":X}
+//    "cpu_us_per_event":X,"source_cpu_us_per_event":X[,"parse_baseline_events_per_s":X,
+//    "parse_ratio":X]}
 // (CPU: this process, all threads, per message, while the consumer / the source loop ran: a
 // figure a busy machine disturbs less than messages/s.)
 //
@@ -26,6 +29,7 @@
 #include <nats/nats.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -141,6 +145,15 @@ std::size_t baseline_file(const std::string& path, std::size_t n, std::size_t) {
   std::string line;
   std::size_t got = 0;
   while (got < n && std::getline(in, line)) ++got;
+  return got;
+}
+
+std::size_t parse_baseline_file(const std::string& path, std::size_t n) {
+  std::ifstream in(path);
+  std::string line;
+  std::size_t got = 0;
+  while (got < n && std::getline(in, line))
+    got += !nlohmann::json::parse(line, nullptr, false).is_discarded();
   return got;
 }
 
@@ -299,18 +312,31 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
     o.group = "bench";
     o.batch_size = batch;
     o.poll = std::chrono::milliseconds(1000);
+    // Stuck for 30 s (retention trimmed the log?): run() returns, and the count says so.
+    o.until_idle = std::chrono::seconds(30);
     Consumer c(*src, *store, o);
     std::size_t handled = 0;
-    Progress progress(name + " consumer");
     auto t = Steady::now();
-    double c0 = cpu_seconds();
-    while (handled < n) {
-      progress.check(handled, n);
-      handled += c.run_once([](ConsumerBatch&) {});
+    double c0 = cpu_seconds(), seconds = 0, cpu_end = 0;
+    // run(), as `outpost consume` does (it reads the next batch ahead where the source can).
+    // The clock stops in the last batch's handler (all but that batch's commit, 1/200 of the
+    // run at 200,000 / 1,000): after stop() run() still waits for the read ahead, up to `poll`
+    // on a log that has nothing more.
+    c.run([&](ConsumerBatch& b) {
+      handled += b.size() + b.duplicates();
       if (rss_tenth == 0 && handled >= n / 10) rss_tenth = vm_rss_mb();
-    }
-    rate = static_cast<double>(handled) / seconds_since(t);
-    cpu = (cpu_seconds() - c0) * 1e6 / static_cast<double>(handled);
+      if (handled >= n) {
+        seconds = seconds_since(t);
+        cpu_end = cpu_seconds();
+        c.stop();
+      }
+    });
+    if (handled < n)
+      throw std::runtime_error(name + " consumer: stuck at " + std::to_string(handled) + " of " +
+                               std::to_string(n) +
+                               " messages for 30 s (retention trimmed the log?)");
+    rate = static_cast<double>(handled) / seconds;
+    cpu = (cpu_end - c0) * 1e6 / static_cast<double>(handled);
     rss_end = vm_rss_mb();
   }
 
@@ -333,13 +359,22 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
     }
     base_rate = static_cast<double>(got) / seconds_since(t);
   }
+  std::string parse_fields;
+  if (name == "file") {
+    auto t = Steady::now();
+    double parse_rate = static_cast<double>(parse_baseline_file(file_path, n)) / seconds_since(t);
+    char buf[128];
+    std::snprintf(buf, sizeof buf, ",\"parse_baseline_events_per_s\":%.0f,\"parse_ratio\":%.2f",
+                  parse_rate, rate / parse_rate);
+    parse_fields = buf;
+  }
   std::printf(
       "{\"log\":\"%s\",\"events\":%zu,\"batch\":%zu,\"events_per_s\":%.0f,"
       "\"baseline_events_per_s\":%.0f,\"ratio\":%.2f,\"source_events_per_s\":%.0f,"
       "\"peak_rss_mb\":%.1f,\"rss_tenth_mb\":%.1f,\"rss_end_mb\":%.1f,"
-      "\"cpu_us_per_event\":%.2f,\"source_cpu_us_per_event\":%.2f}\n",
+      "\"cpu_us_per_event\":%.2f,\"source_cpu_us_per_event\":%.2f%s}\n",
       name.c_str(), n, batch, rate, base_rate, rate / base_rate, source_rate, vm_hwm_mb(),
-      rss_tenth, rss_end, cpu, source_cpu);
+      rss_tenth, rss_end, cpu, source_cpu, parse_fields.c_str());
   std::fflush(stdout);
   if (!file_path.empty()) std::filesystem::remove(file_path);
 }

@@ -6,10 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "consume/checkpoint_store.h"
 #include "consume/sql.h"
@@ -161,6 +165,105 @@ TEST_P(ConsumerTest, EveryEventOnceAcrossDuplicatesAndACrashBeforeCommit) {
   EXPECT_EQ(source->lag(""), 47);
   run(options(), recorder());
   EXPECT_EQ(last_.read, 0u);
+}
+
+// A source that checks what the Consumer promises a source that can read ahead: never two
+// calls at once, committed() positions in order; and records where reads ran.
+class CheckedSource final : public Source {
+ public:
+  CheckedSource(std::unique_ptr<Source> inner, bool ahead)
+      : inner_(std::move(inner)), ahead_(ahead) {}
+  std::string_view name() const override { return inner_->name(); }
+  std::string url() const override { return inner_->url(); }
+  void seek(const std::string& position) override {
+    Enter e(*this);
+    inner_->seek(position);
+  }
+  std::vector<Message> read(std::size_t max, Duration wait) override {
+    Enter e(*this);
+    if (std::this_thread::get_id() != runner_) ++reads_elsewhere;
+    std::this_thread::sleep_for(2ms);  // a window in which an overlapping call would show
+    return inner_->read(max, wait);
+  }
+  std::optional<std::int64_t> lag(const std::string& position) override {
+    return inner_->lag(position);
+  }
+  void committed(const std::string& group, const std::string& position) override {
+    Enter e(*this);
+    committed_positions.push_back(std::stoll(position));
+    inner_->committed(group, position);
+  }
+  bool can_read_ahead() const override { return ahead_; }
+
+  std::thread::id runner_ = std::this_thread::get_id();  // the thread that calls Consumer::run
+  std::atomic<int> overlaps{0}, reads_elsewhere{0};
+  std::vector<long long> committed_positions;  // serialized by the consumer (the point tested)
+
+ private:
+  struct Enter {
+    explicit Enter(CheckedSource& s) : s(s) {
+      if (s.in_use_.fetch_add(1) != 0) ++s.overlaps;
+    }
+    ~Enter() { s.in_use_.fetch_sub(1); }
+    CheckedSource& s;
+  };
+  std::unique_ptr<Source> inner_;
+  bool ahead_;
+  std::atomic<int> in_use_{0};
+};
+
+// Reading ahead (file source) and not (the same source saying it cannot): the source is never
+// used by two threads at once, the last committed() is the checkpoint, and the batch read ahead
+// when a commit throws out of run() is read again by the same Consumer (nothing skipped).
+TEST_P(ConsumerTest, ReadAheadKeepsSourceCallsApartAndLosesNothingOnStopOrThrow) {
+  for (bool ahead : {true, false}) {
+    SCOPED_TRACE(ahead ? "read ahead" : "sequential");
+    TearDown();
+    store_ = open_checkpoint_store(store_url_);
+    std::filesystem::remove(log_);
+    append(make(100, "k", 5));
+    CheckedSource source(open_source("file:" + log_), ahead);
+    auto o = options();
+    int commits = 0;
+    bool crash = false;
+    o.before_commit = [&] {
+      if (crash && ++commits == 2) throw Crash();
+    };
+    auto record = recorder();
+    std::size_t seen = 0;
+    // 1. stop() after 30 messages: a batch is read ahead by then; the checkpoint is the last
+    // committed() position.
+    {
+      Consumer c(source, *store_, o);
+      c.run([&](ConsumerBatch& b) {
+        record(b);
+        if ((seen += b.size()) >= 30) c.stop();
+      });
+    }
+    EXPECT_EQ(effects().size(), 35u);  // five batches of 7
+    EXPECT_EQ(std::to_string(source.committed_positions.back()), store_->group("g1")->position);
+    // 2. A commit throws out of run() (the batch in hand rolled back, the next one read ahead);
+    // 3. the same Consumer goes on: every event once, none skipped, none handled twice.
+    Consumer c(source, *store_, o);
+    crash = true;
+    EXPECT_THROW(c.run(record), Crash);
+    EXPECT_EQ(effects().size(), 42u);
+    crash = false;
+    c.run(record);
+    auto fx = effects();
+    EXPECT_EQ(fx.size(), 100u);
+    for (auto& [id, n] : fx) EXPECT_EQ(n, 1) << id;
+    EXPECT_EQ(c.counters().duplicates, 0u);
+    EXPECT_EQ(source.overlaps.load(), 0);
+    if (ahead)
+      EXPECT_GT(source.reads_elsewhere.load(), 0);
+    else
+      EXPECT_EQ(source.reads_elsewhere.load(), 0);
+    ASSERT_FALSE(source.committed_positions.empty());
+    EXPECT_TRUE(
+        std::is_sorted(source.committed_positions.begin(), source.committed_positions.end()));
+    EXPECT_EQ(std::to_string(source.committed_positions.back()), store_->group("g1")->position);
+  }
 }
 
 TEST_P(ConsumerTest, PartiallyWrittenLastLineWaitsForItsNewline) {
