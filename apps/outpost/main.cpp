@@ -2,6 +2,8 @@
 // events.cpp, bench.cpp); this file wires them up and maps errors to exit codes:
 // 0 ok, 2 usage/config error (the message names the flag or URL part), 1 runtime failure.
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -26,6 +28,48 @@ std::string supported_schemes_text() {
   };
   return "Store URL schemes in this build: " + join(store_schemes()) +
          "\nSink URL schemes in this build: " + join(sink_schemes());
+}
+
+// The one rule for integer flags (--batch, --limit, --lease-ms, --events, ... of every command):
+// decimal digits, with a leading '-' only for signed flags, as the URL parser reads integer
+// parameters (core::Url::int_param). CLI11 alone reads integers with strtoll(…, 0), so '0x10'
+// was 16, '010' was 8 and ' 5' or '+5' passed. The value is handed on in canonical form, so
+// CLI11's own conversion and the flag's range check see the number that was written.
+CLI::Validator decimal_integer(bool is_signed) {
+  return CLI::Validator(
+      [is_signed](std::string& text) -> std::string {
+        const char* begin = text.data();
+        const char* end = begin + text.size();
+        std::string canonical;
+        std::from_chars_result r{};
+        if (is_signed) {
+          std::int64_t n = 0;
+          r = std::from_chars(begin, end, n);
+          canonical = std::to_string(n);
+        } else {
+          std::uint64_t n = 0;
+          r = (begin != end && *begin == '-')
+                  ? std::from_chars_result{begin, std::errc::invalid_argument}
+                  : std::from_chars(begin, end, n);
+          canonical = std::to_string(n);
+        }
+        if (r.ec == std::errc::result_out_of_range) return "'" + text + "' is out of range";
+        if (r.ec != std::errc{} || r.ptr != end)
+          return "must be a " + std::string(is_signed ? "" : "non-negative ") +
+                 "decimal integer, got '" + text + "'";
+        text = canonical;
+        return {};
+      },
+      "", "decimal integer");
+}
+
+void require_decimal_integers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    std::string type = opt->get_type_name();
+    bool is_signed = type.rfind("INT", 0) == 0;
+    if (is_signed || type.rfind("UINT", 0) == 0) opt->transform(decimal_integer(is_signed));
+  }
+  for (CLI::App* sub : app.get_subcommands({})) require_decimal_integers(*sub);
 }
 
 // The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
@@ -64,6 +108,7 @@ int main(int argc, char** argv) {
   add(add_consumers_command, "consumers");
   add(add_demo_command, "demo");
 #endif
+  require_decimal_integers(app);
 
   try {
     app.parse(argc, argv);

@@ -264,6 +264,63 @@ TEST(CliUsage, RelayAndBenchCreateNothingOnABadFlagOrUrl) {
   }
 }
 
+// Lead's defect 2: every integer flag of every command takes decimal digits only (as integer URL
+// parameters do), exit 2 naming the flag, nothing created. Before: CLI11 read integers with
+// strtoll(..., 0), so `--batch 0x10` was 16, `--limit 010` was 8, and ' 5' or '+5' passed.
+TEST(CliUsage, IntegerFlagsAreDecimalOnEveryCommand) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "o.db", sink = "file:" + dir / "out.jsonl";
+  const std::vector<std::vector<std::string>> commands{
+      {"relay", "--store", store, "--sink", sink, "--batch"},
+      {"relay", "--store", store, "--sink", sink, "--lease-ms"},
+      {"relay", "--store", store, "--sink", sink, "--max-attempts"},
+      {"relay", "--store", store, "--sink", sink, "--concurrency"},
+      {"relay", "--store", store, "--sink", sink, "--deliver-timeout-ms"},
+      {"events", "--store", store, "list", "--limit"},
+      {"events", "--store", store, "dead", "--limit"},
+      {"bench", "--store", store, "--events"},
+      {"bench", "--store", store, "--keys"},
+      {"consume", "--from", "file:" + dir / "log", "--group", "g", "--checkpoint", store, "--sink",
+       sink, "--until-idle"},
+      {"consume", "--from", "file:" + dir / "log", "--group", "g", "--checkpoint", store, "--sink",
+       sink, "--batch"},
+      {"consumers", "--checkpoint", store, "dead", "--group", "g", "--limit"},
+      {"demo", "unified-log", "--log", "file:" + dir / "log", "--seed"},
+      {"demo", "unified-log", "--log", "file:" + dir / "log", "--seconds"},
+  };
+  for (const auto& command : commands) {
+    const std::string& flag = command.back();
+    for (const char* value : {"0x10", "+5", " 5", "5 ", "5x", "1e3", "99999999999999999999", ""}) {
+      auto args = command;
+      args.push_back(value);
+      auto r = run_cli(args, {}, std::chrono::seconds(30));
+      EXPECT_EQ(r.code, 2) << joined(args) << "\n" << r.all();
+      EXPECT_NE(r.err.find(flag), std::string::npos) << joined(args) << "\n" << r.err;
+      EXPECT_EQ(entries_in(dir.path()), 0u) << joined(args) << ": something was created";
+    }
+  }
+  // Negative numbers: refused by unsigned flags, and by the range of signed ones.
+  for (const auto& command : {commands[0], commands[1], commands[9]}) {
+    auto args = command;
+    args.push_back("-5");
+    auto r = run_cli(args, {}, std::chrono::seconds(30));
+    EXPECT_EQ(r.code, 2) << joined(args) << "\n" << r.all();
+    EXPECT_NE(r.err.find(command.back()), std::string::npos) << joined(args) << "\n" << r.err;
+    EXPECT_EQ(entries_in(dir.path()), 0u) << joined(args);
+  }
+
+  // Leading zeros are decimal: --limit 010 lists ten events of twelve (octal would be eight).
+  std::string lines;
+  for (int i = 0; i < 12; ++i)
+    lines += R"({"type":"t","payload":1})"
+             "\n";
+  auto emit = run_cli({"emit", "--store", store, "-"}, lines);
+  ASSERT_EQ(emit.code, 0) << emit.all();
+  auto list = run_cli({"events", "--store", store, "list", "--limit", "010"});
+  EXPECT_EQ(list.code, 0) << list.all();
+  EXPECT_EQ(lines_of(list.out).size(), 10u) << list.out;
+}
+
 // Before: CLI11's Range let NaN through (every comparison with NaN is false) and `bench --rate
 // nan` hung in the latency phase; infinity is refused the same way.
 TEST(CliUsage, BenchRefusesNaN) {
