@@ -6,7 +6,10 @@
 #include <CLI/CLI.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -62,6 +65,25 @@ class StopSignalWatcher {
   struct Impl;
   Impl* impl_;
   std::atomic<int> received_{0};
+};
+
+// Bounds how long the process takes to end after a second stop signal, whatever a store or sink
+// call does (a server stopped with its TCP connection up can hang a call until its own timeout,
+// or forever). The watcher thread asks the work to give up (Relay::abort()) and then calls
+// give_up_after(): the work gets `grace` to release what it holds and return; if it has not,
+// `last_words` runs (the summary line) and the process exits with exit code 0 without waiting
+// for it (the events it still holds are redelivered after their lease, as after a crash). The
+// normal end calls finished() first, before its own summary, so only one of the two runs.
+class GiveUpDeadline {
+ public:
+  static constexpr std::chrono::milliseconds kGrace{2'000};
+  void give_up_after(std::chrono::milliseconds grace, const std::function<void()>& last_words);
+  void finished();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;  // guarded by mu_
 };
 
 }  // namespace outpost::cli

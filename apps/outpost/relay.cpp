@@ -16,12 +16,12 @@
 #include <string>
 
 #include "cli.h"
-#include "pipeline_limits.h"
 #include "log.h"
 #include "metrics.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/relay.h"
+#include "pipeline_limits.h"
 #include "pipeline_options.h"
 
 namespace outpost::cli {
@@ -61,9 +61,19 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
     log("metrics on http://" + a.metrics.substr(0, a.metrics.rfind(':')) + ":" +
         std::to_string(metrics->port()) + "/metrics");
   }
+  auto summary_line = [&relay](bool signalled) {
+    auto c = relay.counters();
+    return "delivered " + std::to_string(c.delivered) + ", failed " + std::to_string(c.failed) +
+           ", dead " + std::to_string(c.dead) + " (batches " + std::to_string(c.batches) +
+           ", released " + std::to_string(c.released) + ", lease lost " +
+           std::to_string(c.lease_lost) + ", store errors " + std::to_string(c.store_errors) + ")" +
+           (signalled ? " after signal" : "");
+  };
   // The first stop signal drains (deliveries in flight get up to one timeout), a second one gives
-  // them up at once; either way every event not confirmed is released.
-  StopSignalWatcher watcher([&relay](int signal, int count) {
+  // them up at once; either way every event not confirmed is released. After the second one the
+  // process ends within GiveUpDeadline::kGrace even if a store call hangs.
+  GiveUpDeadline give_up;
+  StopSignalWatcher watcher([&](int signal, int count) {
     const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
     if (count == 1) {
       log(std::string(name) +
@@ -73,19 +83,22 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
     } else {
       log(std::string(name) + " again: giving up deliveries in flight");
       relay.abort();
+      give_up.give_up_after(GiveUpDeadline::kGrace, [&] {
+        log("the store or sink did not return within " +
+            std::to_string(GiveUpDeadline::kGrace.count()) +
+            " ms: exiting without waiting (events still leased are delivered again after their "
+            "lease)");
+        log(summary_line(true));
+      });
     }
   });
   std::optional<Progress> progress;
   if (Progress::wanted()) progress.emplace(*view);
   auto summary = [&] {
+    give_up.finished();
     progress.reset();
     metrics.reset();
-    auto c = relay.counters();
-    log("delivered " + std::to_string(c.delivered) + ", failed " + std::to_string(c.failed) +
-        ", dead " + std::to_string(c.dead) + " (batches " + std::to_string(c.batches) +
-        ", released " + std::to_string(c.released) + ", lease lost " +
-        std::to_string(c.lease_lost) + ", store errors " + std::to_string(c.store_errors) + ")" +
-        (watcher.received() ? " after signal" : ""));
+    log(summary_line(watcher.received() != 0));
   };
   try {
     relay.run();

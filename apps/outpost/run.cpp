@@ -420,7 +420,8 @@ int run_daemon(const std::string& file, const std::string& log_format) {
   log("started " + count + " pipeline(s) from " + file);
   notify("READY=1\nSTATUS=" + count + " pipeline(s) running");
 
-  StopSignalWatcher watcher([&daemon](int signal, int count) {
+  GiveUpDeadline give_up;  // after a second signal the process ends within its grace
+  StopSignalWatcher watcher([&daemon, &give_up](int signal, int count) {
     const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
     if (count == 1) {
       log(std::string(name) +
@@ -431,6 +432,12 @@ int run_daemon(const std::string& file, const std::string& log_format) {
     } else {
       log(std::string(name) + " again: giving up deliveries in flight");
       daemon.stop(true);
+      give_up.give_up_after(GiveUpDeadline::kGrace, [] {
+        log("a store, log or sink did not return within " +
+            std::to_string(GiveUpDeadline::kGrace.count()) +
+            " ms: stopped after signal without waiting (events still leased are delivered again "
+            "after their lease)");
+      });
     }
   });
   HangupWatcher hangup([&daemon] { daemon.reload(); });
@@ -439,6 +446,7 @@ int run_daemon(const std::string& file, const std::string& log_format) {
   daemon.wait();
   progress.reset();
   daemon.join_all();
+  give_up.finished();
   http.reset();
   log(std::string("stopped") + (watcher.received() ? " after signal" : " (every pipeline ended)"));
   return kExitOk;

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "cli.h"
@@ -55,6 +57,25 @@ StopSignalWatcher::~StopSignalWatcher() {
   pthread_kill(impl_->thread.native_handle(), SIGTERM);
   impl_->thread.join();
   delete impl_;
+}
+
+void GiveUpDeadline::give_up_after(std::chrono::milliseconds grace,
+                                   const std::function<void()>& last_words) {
+  std::unique_lock lock(mu_);
+  if (cv_.wait_for(lock, grace, [&] { return finished_; })) return;
+  // Still holding mu_: a finished() racing with this blocks until the process is gone, so the
+  // summary is printed once.
+  last_words();
+  std::fflush(nullptr);
+  std::_Exit(kExitOk);  // no destructors: they would wait for the hung call
+}
+
+void GiveUpDeadline::finished() {
+  {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+  }
+  cv_.notify_all();
 }
 
 }  // namespace outpost::cli

@@ -27,6 +27,7 @@
 #include "outpost/error.h"
 #include "outpost/relay.h"
 #include "outpost/stores/postgres.h"
+#include "private_postgres.h"
 #include "server_process.h"
 #include "store_cases.h"
 
@@ -60,51 +61,7 @@ std::string query_one(PGconn* c, const std::string& sql) {
   return out;
 }
 
-int run(const std::string& cmd) {
-  return std::system(cmd.c_str());
-}
-
-// A throwaway PostgreSQL cluster this test owns (so it may stop and restart it).
-class PrivateCluster {
- public:
-  PrivateCluster() {
-    bin_ = testing::env("OUTPOST_TEST_PG_BIN").value_or("/usr/lib/postgresql/15/bin");
-    dir_ = testing::temp_dir() + "/pg_private_" + std::to_string(testing::free_port());
-    fs::create_directories(dir_);
-    as_pg_ = ::geteuid() == 0 ? "runuser -u postgres -- " : "";
-    run("chmod 755 " + testing::temp_dir() + " " + dir_);
-    if (!as_pg_.empty()) run("chown postgres:postgres " + dir_);
-    data_ = dir_ + "/data";
-    port_ = testing::free_port();
-    if (run(as_pg_ + bin_ + "/initdb -D " + data_ + " -A trust -U postgres --no-sync >" + dir_ +
-            "/initdb.log 2>&1") != 0)
-      throw std::runtime_error("initdb failed, see " + dir_ + "/initdb.log");
-    std::ofstream conf(data_ + "/postgresql.conf", std::ios::app);
-    conf << "port = " << port_ << "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '"
-         << data_ << "'\nmax_connections = 100\nfsync = off\n";
-    conf.close();
-    start();
-  }
-  ~PrivateCluster() { pg_ctl("-m immediate stop"); }
-
-  void start() {
-    if (pg_ctl("start") != 0) throw std::runtime_error("pg_ctl start failed, see " + dir_ + "/log");
-  }
-  void stop() { pg_ctl("-m fast stop"); }
-  void restart() { pg_ctl("-m fast restart"); }
-  std::string url() const {
-    return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";
-  }
-  std::uint16_t port() const { return port_; }
-
- private:
-  int pg_ctl(const std::string& what) {
-    return run(as_pg_ + bin_ + "/pg_ctl -D " + data_ + " -l " + dir_ + "/log -w -t 60 " + what +
-               " >/dev/null 2>&1");
-  }
-  std::string bin_, dir_, data_, as_pg_;
-  std::uint16_t port_ = 0;
-};
+using testing::PrivateCluster;  // a cluster this test owns (so it may stop and restart it)
 
 std::string shared_url() {
   auto url = testing::env("OUTPOST_TEST_PG_URL");
@@ -141,6 +98,8 @@ TEST(PostgresStore, BadUrlsAreConfigErrorsNamingThePart) {
   expect_config("postgresql://u@127.0.0.1:1/db?archive_retention=7w", "archive_retention");
   expect_config("postgresql://u@127.0.0.1:1/db?archive_partition=week", "archive_partition");
   expect_config("postgresql://u@127.0.0.1:1/db?table=" + std::string(41, 'a'), "table");
+  expect_config("postgresql://u@127.0.0.1:1/db?timeout_ms=0", "timeout_ms");
+  expect_config("postgresql://u@127.0.0.1:1/db?timeout_ms=10s", "timeout_ms");
 }
 
 TEST(PostgresStore, ServerDownIsAConnectionErrorNamingHostPortWithoutPassword) {

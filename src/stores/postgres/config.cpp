@@ -56,6 +56,8 @@ Config parse_config(std::string_view text, StoreOptions& options) {
     c.partition_width = *v;
   }
   if (auto v = url.int_param("pool", 1, 64)) c.pool = static_cast<std::size_t>(*v);
+  // Client-side deadline of each statement (Endpoint::timeout), as Redis's timeout_ms.
+  if (auto v = url.int_param("timeout_ms", 1, 600'000)) c.endpoint.timeout = Duration(*v);
 
   auto& ep = c.endpoint;
   auto add = [&](std::string k, std::string v) {

@@ -1,6 +1,11 @@
 #include "stores/postgres/pg_conn.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 
 namespace outpost::pg {
 
@@ -35,7 +40,74 @@ ConnPtr connect(const Endpoint& ep) {
   // NOTICEs (e.g. "relation already exists, skipping") are not for the user's terminal.
   PQsetNoticeProcessor(
       conn.get(), [](void*, const char*) {}, nullptr);
+  // Sends never block either (a large statement to a server that stopped reading): await_result
+  // flushes under the deadline.
+  if (PQsetnonblocking(conn.get(), 1) != 0)
+    throw ConnectionError("postgres", "cannot set up the connection to PostgreSQL at " + ep.where +
+                                          ": " + trim(PQerrorMessage(conn.get())));
   return conn;
+}
+
+namespace {
+
+// Past a deadline the connection's state is unknown (the reply may still come), so it is ended
+// for good: shutting the socket down makes libpq read the end of the stream and mark the
+// connection bad, so every holder (pool, session, listener) sees broken() and reconnects. No
+// cancel request: that needs a new connection to the same server, which may hang just the same.
+[[noreturn]] void abandon(const Endpoint& ep, PGconn* conn, std::string_view what) {
+  ::shutdown(PQsocket(conn), SHUT_RDWR);
+  PQconsumeInput(conn);
+  throw ConnectionError("postgres", std::string(what) + " on PostgreSQL at " + ep.where +
+                                        ": no reply within " + std::to_string(ep.timeout.count()) +
+                                        " ms (timeout_ms); the connection is dropped");
+}
+
+// Waits for `events` on the socket until `deadline`; false when it passed.
+bool wait_socket(PGconn* conn, short events, Deadline deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd fd{PQsocket(conn), events, 0};
+    int rc = ::poll(&fd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
+    if (rc > 0) return true;                    // readable, writable, or an error libpq will report
+    if (rc < 0 && errno != EINTR) return true;  // libpq's next read/write reports the failure
+  }
+}
+
+// Sends a statement with `send` (a PQsend* call) and collects its results; returns the last one
+// (the error, if a statement of several failed: the server skips the rest).
+template <typename Send>
+ResultPtr run_statement(const Endpoint& ep, PGconn* conn, std::string_view what, Send&& send) {
+  const Deadline deadline = deadline_of(ep);
+  if (!send()) throw_error(ep, conn, nullptr, what);
+  ResultPtr last;
+  while (ResultPtr r = next_result(ep, conn, deadline, what)) last = std::move(r);
+  return last;
+}
+
+void check_ok(const Endpoint& ep, PGconn* conn, const ResultPtr& r, std::string_view what) {
+  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw_error(ep, conn, r.get(), what);
+}
+
+}  // namespace
+
+void await_result(const Endpoint& ep, PGconn* conn, Deadline deadline, std::string_view what) {
+  for (;;) {
+    int unsent = PQflush(conn);  // 0: all sent, 1: more to send, -1: failed
+    if (unsent < 0) throw_error(ep, conn, nullptr, what);
+    if (unsent == 0 && !PQisBusy(conn)) return;
+    // While sending, also read: the server may be waiting for us to read before it reads more.
+    if (!wait_socket(conn, static_cast<short>(POLLIN | (unsent ? POLLOUT : 0)), deadline))
+      abandon(ep, conn, what);
+    if (!PQconsumeInput(conn)) throw_error(ep, conn, nullptr, what);
+  }
+}
+
+ResultPtr next_result(const Endpoint& ep, PGconn* conn, Deadline deadline, std::string_view what) {
+  await_result(ep, conn, deadline, what);
+  return ResultPtr(PQgetResult(conn));
 }
 
 bool broken(PGconn* conn) {
@@ -89,36 +161,51 @@ const char* const* Params::values() {
   return ptrs_.data();
 }
 
+void prepare(const Endpoint& ep, Conn& conn, const char* name, const std::string& sql,
+             std::string_view what) {
+  if (conn.prepared.contains(name)) return;
+  PGconn* pg = conn.pg.get();
+  std::string step = std::string(what) + " (prepare)";
+  ResultPtr p =
+      run_statement(ep, pg, step, [&] { return PQsendPrepare(pg, name, sql.c_str(), 0, nullptr); });
+  if (!p || PQresultStatus(p.get()) != PGRES_COMMAND_OK) throw_error(ep, pg, p.get(), step);
+  conn.prepared.insert(name);
+}
+
 ResultPtr exec_prepared(const Endpoint& ep, Conn& conn, const char* name, const std::string& sql,
                         Params& params, std::string_view what) {
-  if (!conn.prepared.contains(name)) {
-    ResultPtr p(PQprepare(conn.pg.get(), name, sql.c_str(), 0, nullptr));
-    if (!p || PQresultStatus(p.get()) != PGRES_COMMAND_OK)
-      throw_error(ep, conn.pg.get(), p.get(), std::string(what) + " (prepare)");
-    conn.prepared.insert(name);
-  }
-  ResultPtr r(PQexecPrepared(conn.pg.get(), name, params.size(), params.values(), params.lengths(),
-                             params.formats(), 1));
-  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
-    throw_error(ep, conn.pg.get(), r.get(), what);
+  PGconn* pg = conn.pg.get();
+  prepare(ep, conn, name, sql, what);
+  ResultPtr r = run_statement(ep, pg, what, [&] {
+    return PQsendQueryPrepared(pg, name, params.size(), params.values(), params.lengths(),
+                               params.formats(), 1);
+  });
+  check_ok(ep, pg, r, what);
   return r;
 }
 
 ResultPtr exec_params(const Endpoint& ep, PGconn* conn, const std::string& sql, Params& params,
                       std::string_view what) {
-  ResultPtr r(PQexecParams(conn, sql.c_str(), params.size(), nullptr, params.values(),
-                           params.lengths(), params.formats(), 1));
-  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw_error(ep, conn, r.get(), what);
+  ResultPtr r = run_statement(ep, conn, what, [&] {
+    return PQsendQueryParams(conn, sql.c_str(), params.size(), nullptr, params.values(),
+                             params.lengths(), params.formats(), 1);
+  });
+  check_ok(ep, conn, r, what);
   return r;
 }
 
 ResultPtr exec_simple(const Endpoint& ep, PGconn* conn, const std::string& sql,
                       std::string_view what) {
-  ResultPtr r(PQexec(conn, sql.c_str()));
-  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw_error(ep, conn, r.get(), what);
+  ResultPtr r = run_statement(ep, conn, what, [&] { return PQsendQuery(conn, sql.c_str()); });
+  check_ok(ep, conn, r, what);
+  return r;
+}
+
+ResultPtr exec_on_caller_connection(const Endpoint& ep, PGconn* conn, const std::string& sql,
+                                    Params& params, std::string_view what) {
+  ResultPtr r(PQexecParams(conn, sql.c_str(), params.size(), nullptr, params.values(),
+                           params.lengths(), params.formats(), 1));
+  check_ok(ep, conn, r, what);
   return r;
 }
 

@@ -4,6 +4,7 @@
 
 #include <libpq-fe.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -31,9 +32,14 @@ using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
 struct Endpoint {
   std::vector<std::string> keys, values;
   std::string where;  // "127.0.0.1:5432/db as user", for messages
+  // Client-side deadline of one statement or pipeline on our own connections (URL timeout_ms):
+  // a server that stops answering (hung, stopped, a network path that drops packets without a
+  // reset) must not block a call forever. Past it the connection is dropped (see exec_prepared).
+  Duration timeout{10'000};
 };
 
-// Opens a connection; throws ConnectionError naming the endpoint.
+// Opens a connection (in non-blocking mode: every wait on it is bounded by ep.timeout); throws
+// ConnectionError naming the endpoint. libpq's connect_timeout bounds the connect itself.
 ConnPtr connect(const Endpoint& ep);
 
 // Throws the outpost error for a failed statement (or a null result): ConnectionError when the
@@ -104,16 +110,41 @@ class Params {
   std::vector<int> lengths_, formats_;
 };
 
+// Statements on connections opened by connect(). Each call waits at most ep.timeout for its
+// reply; past it the connection is abandoned (broken() is true from then on, so the pool, the
+// session and the listener drop it and the next call reconnects: the statement may or may not
+// have run) and the call throws ConnectionError "... no reply within N ms".
+//
 // Runs a named prepared statement (preparing it on this connection first if needed) and returns
 // a successful result in binary format; throws on failure.
 ResultPtr exec_prepared(const Endpoint& ep, Conn& conn, const char* name, const std::string& sql,
                         Params& params, std::string_view what);
-// Unnamed statement (for the caller's own connection, where we cannot keep prepared state).
+// Prepares `name` on this connection unless it already is.
+void prepare(const Endpoint& ep, Conn& conn, const char* name, const std::string& sql,
+             std::string_view what);
+// Unnamed statement with parameters.
 ResultPtr exec_params(const Endpoint& ep, PGconn* conn, const std::string& sql, Params& params,
                       std::string_view what);
-// Plain text command without parameters (DDL, BEGIN/COMMIT, LISTEN).
+// Plain text command without parameters (DDL, BEGIN/COMMIT, LISTEN); several statements
+// separated by ';' return the last result.
 ResultPtr exec_simple(const Endpoint& ep, PGconn* conn, const std::string& sql,
                       std::string_view what);
+
+// The deadline helpers behind the calls above, for the session's pipeline: a wait until the
+// next PQgetResult() would not block (flushing what is still unsent meanwhile), and the next
+// result, each bounded by `deadline`.
+using Deadline = std::chrono::steady_clock::time_point;
+inline Deadline deadline_of(const Endpoint& ep) {
+  return std::chrono::steady_clock::now() + ep.timeout;
+}
+void await_result(const Endpoint& ep, PGconn* conn, Deadline deadline, std::string_view what);
+ResultPtr next_result(const Endpoint& ep, PGconn* conn, Deadline deadline, std::string_view what);
+
+// An unnamed statement on the caller's own connection (TxHandle::postgres), which is in the
+// caller's blocking mode and transaction: we cannot drop it, so its timeouts are the caller's
+// (statement_timeout, tcp_user_timeout); never used on our connections.
+ResultPtr exec_on_caller_connection(const Endpoint& ep, PGconn* conn, const std::string& sql,
+                                    Params& params, std::string_view what);
 
 // --- binary codecs (PostgreSQL wire formats, network byte order) ---
 void put_i32(std::string& out, std::int32_t v);

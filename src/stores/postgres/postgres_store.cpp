@@ -149,7 +149,8 @@ class PostgresStore final : public Store {
       // The caller's connection: an unnamed statement, since we cannot track what is prepared
       // there (and a failed PREPARE would abort the caller's transaction).
       try {
-        auto r = pg::exec_params(config_.endpoint, conn, sql_.insert, params, "append");
+        auto r =
+            pg::exec_on_caller_connection(config_.endpoint, conn, sql_.insert, params, "append");
         check_inserted(r.get(), prepared.size());
       } catch (const Error& e) {
         pg::throw_if_refused_value(e, prepared);

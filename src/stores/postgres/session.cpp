@@ -41,37 +41,33 @@ std::vector<ResultPtr> Session::run_pipeline(std::span<Stmt* const> steps) {
 
 std::vector<ResultPtr> Session::pipeline(Conn& c, std::span<Stmt* const> steps) {
   PGconn* conn = c.pg.get();
-  for (Stmt* s : steps) {
-    if (c.prepared.contains(s->name)) continue;
-    ResultPtr p(PQprepare(conn, s->name.c_str(), s->sql.c_str(), 0, nullptr));
-    if (!p || PQresultStatus(p.get()) != PGRES_COMMAND_OK)
-      throw_error(ep_, conn, p.get(), std::string(s->what) + " (prepare)");
-    c.prepared.insert(s->name);
-  }
-  if (!PQenterPipelineMode(conn)) throw_error(ep_, conn, nullptr, steps.front()->what);
+  for (Stmt* s : steps) prepare(ep_, c, s->name.c_str(), s->sql, s->what);
+  const char* what = steps.front()->what;
+  // One deadline for the whole round trip (connection setup and prepares have their own).
+  const Deadline deadline = deadline_of(ep_);
+  if (!PQenterPipelineMode(conn)) throw_error(ep_, conn, nullptr, what);
   for (Stmt* s : steps) {
     if (!PQsendQueryPrepared(conn, s->name.c_str(), s->params.size(), s->params.values(),
                              s->params.lengths(), s->params.formats(), 1))
       throw_error(ep_, conn, nullptr, s->what);
   }
-  if (!PQpipelineSync(conn)) throw_error(ep_, conn, nullptr, steps.front()->what);
+  if (!PQpipelineSync(conn)) throw_error(ep_, conn, nullptr, what);
   std::vector<ResultPtr> out(steps.size());
   std::size_t failed = steps.size();
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    out[i].reset(PQgetResult(conn));
+    out[i] = next_result(ep_, conn, deadline, steps[i]->what);
     if (!out[i] || broken(conn)) throw_error(ep_, conn, out[i].get(), steps[i]->what);
     auto st = PQresultStatus(out[i].get());
     if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && failed == steps.size()) failed = i;
     // Each step's results end with a null result.
-    while (PGresult* extra = PQgetResult(conn)) {
-      PQclear(extra);
+    while (ResultPtr extra = next_result(ep_, conn, deadline, steps[i]->what)) {
       if (broken(conn)) throw_error(ep_, conn, nullptr, steps[i]->what);
     }
   }
-  ResultPtr sync(PQgetResult(conn));
+  ResultPtr sync = next_result(ep_, conn, deadline, what);
   if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC)
-    throw_error(ep_, conn, sync.get(), std::string(steps.front()->what) + " (pipeline)");
-  if (!PQexitPipelineMode(conn)) throw_error(ep_, conn, nullptr, steps.front()->what);
+    throw_error(ep_, conn, sync.get(), std::string(what) + " (pipeline)");
+  if (!PQexitPipelineMode(conn)) throw_error(ep_, conn, nullptr, what);
   if (failed < steps.size()) throw_error(ep_, conn, out[failed].get(), steps[failed]->what);
   return out;
 }
