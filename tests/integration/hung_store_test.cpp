@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,14 @@ std::string events_text(int n) {
   return text;
 }
 
+// True when `events stats` shows nothing pending or leased.
+bool settled(const std::string& store) {
+  auto stats = run_cli({"events", "--store", store, "stats"});
+  static const std::regex pending(R"(pending\s+0\n)"), leased(R"(leased\s+0\n)");
+  return stats.code == 0 && std::regex_search(stats.out, pending) &&
+         std::regex_search(stats.out, leased);
+}
+
 // Emits kEvents into `store`, starts a relay to a file sink and waits until it delivered them;
 // the relay is then idle, waiting on the store.
 std::unique_ptr<CliProcess> delivering_relay(const TempDir& dir, const std::string& store) {
@@ -48,6 +57,9 @@ std::unique_ptr<CliProcess> delivering_relay(const TempDir& dir, const std::stri
       dir / "relay.log");
   EXPECT_TRUE(wait_until(
       [&] { return event_ids_in(read_file(dir / "out.jsonl")).size() >= kEvents; }, 60s, 20ms))
+      << read_file(dir / "relay.log");
+  // Written to the sink is not yet acked: wait for the store to have none left.
+  EXPECT_TRUE(wait_until([&] { return settled(store); }, 60s, 50ms))
       << read_file(dir / "relay.log");
   return relay;
 }
