@@ -153,6 +153,8 @@ struct Consumer::Impl {
       if (options.ordered) held = store.parked_keys(tx, options.group);
       std::vector<EventId> ids;
       std::vector<std::size_t> with_id;
+      ids.reserve(idx.size());
+      with_id.reserve(idx.size());
       for (std::size_t i : idx)
         if (msgs[i].parse_error.empty() && !msgs[i].event.id.is_nil()) {
           ids.push_back(msgs[i].event.id);
@@ -164,6 +166,7 @@ struct Consumer::Impl {
         if (!fresh_flags[k]) duplicate.insert(with_id[k]);
 
       std::vector<std::size_t> work;
+      work.reserve(idx.size());
       for (std::size_t i : idx) {
         const Message& m = msgs[i];
         if (!m.parse_error.empty()) {

@@ -17,12 +17,17 @@ namespace outpost {
 namespace {
 
 std::string ids_json(std::span<const EventId> ids) {
-  std::string out = "[";
+  std::string out;
+  out.reserve(2 + ids.size() * 39);  // "8-4-4-4-12",
+  out += '[';
   for (const auto& id : ids) {
     if (out.size() > 1) out += ',';
-    out += '"' + id.str() + '"';
+    out += '"';
+    out += id.str();
+    out += '"';
   }
-  return out + "]";
+  out += ']';
+  return out;
 }
 
 std::string millis(Duration d) {
@@ -78,11 +83,14 @@ std::vector<bool> Inbox::record_new(std::span<const EventId> ids, TxHandle tx) c
                     sql.now_ms() + " FROM " + sql.json_text_elements(2) +
                     " WHERE true ON CONFLICT DO NOTHING RETURNING event_id",
                 {options_.consumer, ids_json(ids)});
-  std::unordered_set<std::string> inserted;
+  // The rows hold the ids as ids_json wrote them (canonical text): compare them as ids.
+  std::unordered_set<EventId, EventIdHash> inserted;
+  inserted.reserve(rows.size());
   for (auto& r : rows)
-    if (r[0]) inserted.insert(std::move(*r[0]));
+    if (r[0])
+      if (auto id = EventId::parse(*r[0])) inserted.insert(*id);
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    auto it = inserted.find(ids[i].str());
+    auto it = inserted.find(ids[i]);
     if (it == inserted.end()) continue;
     fresh[i] = true;
     inserted.erase(it);  // a second occurrence in the same batch is a duplicate
