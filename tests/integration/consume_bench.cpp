@@ -283,7 +283,9 @@ void measure(const std::string& given, std::size_t n, std::size_t batch, const s
   }
   name = log_url.substr(0, log_url.find(':'));
   source_url = log_url;
-  if (name == "kafka") source_url += "?group=bench_" + tag + "&assign=manual";
+  if (name == "kafka")
+    source_url += (source_url.find('?') == std::string::npos ? "?" : "&") +
+                  std::string("group=bench_") + tag + "&assign=manual";
   populate(log_url, file_path, n);
 
   // The outpost source alone (also warms the page cache and the broker).
