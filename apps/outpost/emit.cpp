@@ -4,9 +4,8 @@
 //                                  a bad line is a usage error naming its number, nothing written.
 // Prints the id of every event written, one per line.
 
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,9 +77,17 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
     }
     // The payload's kind (outpost/event.h): JSON when it parses as JSON, text otherwise, unless
     // --header content_type=... says; a JSON content type over a payload that is not JSON would
-    // not come out as it went in.
-    const bool is_json = nlohmann::json::accept(e.payload);
-    if (!e.headers.contains(header::kContentType)) {
+    // not come out as it went in. A number beyond double range is refused as on stdin (json.h).
+    const bool says_kind = e.headers.contains(header::kContentType);
+    bool is_json = false;
+    if (!says_kind || e.payload_kind() == PayloadKind::json) {
+      try {
+        is_json = is_json_value(e.payload);
+      } catch (const ConfigError& x) {
+        throw ConfigError(std::string("emit: --payload: ") + x.what());
+      }
+    }
+    if (!says_kind) {
       if (!is_json) e.headers.emplace(header::kContentType, kTextContentType);
     } else if (e.payload_kind() == PayloadKind::json && !is_json) {
       throw ConfigError("emit: --payload is not JSON but --header content_type=" +

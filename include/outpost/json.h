@@ -37,4 +37,12 @@ void append_json(std::string& out, const StoredEvent& event);
 // Throws ConfigError naming the bad field.
 Event event_from_json(std::string_view line);
 
+// Whether `text` is one JSON value that outpost carries as a JSON payload (`emit --payload`).
+// One rule with event_from_json: a number beyond the range of an IEEE 754 double (`1e400`) is a
+// ConfigError, not JSON and not text. RFC 8259 lets parsers refuse such numbers and the readers
+// of outpost's JSON do (its own consumers, most libraries), so keeping it would write lines
+// nobody can read, and storing it as text would change its kind; given as a string (or with a
+// text content_type) it is kept as text.
+bool is_json_value(std::string_view text);
+
 }  // namespace outpost

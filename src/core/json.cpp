@@ -295,8 +295,35 @@ void append_json(std::string& out, const StoredEvent& event) {
   append_event(out, event, &event.attempts, nullptr);
 }
 
+namespace {
+
+// `text` parsed; discarded when it is not JSON. A number beyond double range is a ConfigError
+// naming it (is_json_value in json.h says why).
+json parse_json(std::string_view text, std::string_view what) {
+  try {
+    return json::parse(text);
+  } catch (const json::out_of_range& e) {
+    if (e.id != 406) throw;
+    // nlohmann: "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+    std::string_view msg = e.what();
+    auto quote = msg.find('\'');
+    std::string number(quote == std::string_view::npos ? msg : msg.substr(quote));
+    throw ConfigError(std::string(what) + "number " + number.substr(0, 40) +
+                      " is beyond the range of a JSON number (IEEE 754 double): give it as a "
+                      "string, or with a text content_type, to keep it as text");
+  } catch (const json::exception&) {
+    return json(json::value_t::discarded);
+  }
+}
+
+}  // namespace
+
+bool is_json_value(std::string_view text) {
+  return !parse_json(text, "").is_discarded();
+}
+
 Event event_from_json(std::string_view line) {
-  json j = json::parse(line, nullptr, false);
+  json j = parse_json(line, "event JSON: ");
   if (j.is_discarded()) throw ConfigError("event JSON: not valid JSON");
   if (!j.is_object()) throw ConfigError("event JSON: expected an object");
   Event e;

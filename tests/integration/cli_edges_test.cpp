@@ -321,6 +321,51 @@ TEST(CliUsage, IntegerFlagsAreDecimalOnEveryCommand) {
   EXPECT_EQ(lines_of(list.out).size(), 10u) << list.out;
 }
 
+// Lead's defect 3: one rule for numbers in payloads on both paths of emit. Before: `emit -` with
+// "payload":1e400 was exit 2 but `emit --payload 1e400` stored the text "1e400" (a number in,
+// a string out). Now both refuse a number beyond double range (exit 2 naming it, nothing
+// created) and both keep it as text when it is given as text.
+TEST(CliUsage, EmitRefusesNumbersBeyondDoubleRangeOnBothPaths) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "o.db";
+  for (const std::string payload : {"1e400", "-1e999", R"({"a":[1,1E+309]})"}) {
+    const std::string number = payload == "-1e999"  ? "-1e999"
+                               : payload == "1e400" ? "1e400"
+                                                    : "1E+309";
+    auto flag = run_cli({"emit", "--store", store, "--type", "t", "--payload", payload});
+    EXPECT_EQ(flag.code, 2) << payload << "\n" << flag.all();
+    EXPECT_NE(flag.err.find("--payload: number '" + number + "' is beyond the range"),
+              std::string::npos)
+        << flag.err;
+    auto line = run_cli({"emit", "--store", store, "-"}, R"({"type":"t","payload":1})"
+                                                         "\n"
+                                                         R"({"type":"t","key":"k","payload":)" +
+                                                             payload + "}\n");
+    EXPECT_EQ(line.code, 2) << payload << "\n" << line.all();
+    EXPECT_NE(
+        line.err.find("stdin line 2: event JSON: number '" + number + "' is beyond the range"),
+        std::string::npos)
+        << line.err;
+    EXPECT_EQ(entries_in(dir.path()), 0u) << payload << ": something was created";
+  }
+  // Given as text it is text on both paths, and numbers within range stay JSON as written.
+  ASSERT_EQ(run_cli({"emit", "--store", store, "--type", "t", "--payload", "1e400", "--header",
+                     "content_type=text/plain"})
+                .code,
+            0);
+  ASSERT_EQ(run_cli({"emit", "--store", store, "-"}, R"({"type":"t","payload":"1e400"})"
+                                                     "\n")
+                .code,
+            0);
+  ASSERT_EQ(run_cli({"emit", "--store", store, "--type", "t", "--payload", "1e308"}).code, 0);
+  auto list = run_cli({"events", "--store", store, "list"});
+  auto lines = lines_of(list.out);
+  ASSERT_EQ(lines.size(), 3u) << list.all();
+  EXPECT_NE(lines[0].find(R"("payload":"1e400")"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find(R"("payload":"1e400")"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find(R"("payload":1e308,)"), std::string::npos) << lines[2];
+}
+
 // Before: CLI11's Range let NaN through (every comparison with NaN is false) and `bench --rate
 // nan` hung in the latency phase; infinity is refused the same way.
 TEST(CliUsage, BenchRefusesNaN) {
