@@ -32,8 +32,16 @@ bool blank(const std::string& s) {
   return s.find_first_not_of(" \t\r") == std::string::npos;
 }
 
-std::vector<Event> read_stdin_events() {
+// The events read from stdin and the line each came from (for messages).
+struct StdinEvents {
   std::vector<Event> events;
+  std::vector<std::size_t> lines;  // lines[i]: stdin line of events[i]
+};
+
+StdinEvents read_stdin_events() {
+  StdinEvents in;
+  auto& events = in.events;
+  std::map<EventId, std::size_t> given_ids;  // id given on input -> its line
   std::string line;
   std::size_t number = 0;
   while (std::getline(std::cin, line)) {
@@ -48,14 +56,36 @@ std::vector<Event> read_stdin_events() {
     // The stores' own input rules (core/append_check.h), here so that the message names the
     // line and nothing is opened. The payload limit is the store's (its URL may change it).
     core::check_event(events.back(), where, 0, "cli");
+    // Two lines with one id can never both be written (every store refuses the call): an input
+    // error naming both lines, found before anything is opened.
+    if (const EventId& id = events.back().id; !id.is_nil()) {
+      auto [it, fresh] = given_ids.emplace(id, number);
+      if (!fresh)
+        throw ConfigError(where() + ": duplicate event id " + id.str() + " (also on stdin line " +
+                          std::to_string(it->second) + "); nothing was written");
+    }
+    in.lines.push_back(number);
   }
   if (std::cin.bad()) throw Error(ErrorCode::internal, "cli", "reading stdin failed");
-  return events;
+  return in;
+}
+
+// An id the store already holds (ErrorCode::conflict, the id in its message) named by its stdin
+// line, as every other per-line error is; the store's words and error code are kept.
+[[noreturn]] void rethrow_naming_the_line(const Error& e, const StdinEvents& in) {
+  std::string message = e.what();
+  for (std::size_t i = 0; i < in.events.size(); ++i) {
+    if (message.find(in.events[i].id.str()) == std::string::npos) continue;
+    throw Error(e.code(), e.backend(), "stdin line " + std::to_string(in.lines[i]) + ": " + message,
+                e.native_code());
+  }
+  throw;
 }
 
 int run_emit(const EmitArgs& a, const CLI::App& sub) {
   check_store_url(a.store);  // usage errors before anything is opened
-  std::vector<Event> events;
+  StdinEvents input;         // lines stay empty for the flags' one event
+  std::vector<Event>& events = input.events;
   if (!a.source.empty()) {
     if (a.source != "-")
       throw ConfigError("emit: unexpected argument '" + a.source + "' (use - to read stdin)");
@@ -63,7 +93,7 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
       if (sub.count(flag) > 0)
         throw ConfigError(std::string("emit: ") + flag +
                           " cannot be combined with - (stdin lines carry their own fields)");
-    events = read_stdin_events();
+    input = read_stdin_events();
   } else {
     if (sub.count("--type") == 0) throw ConfigError("emit: --type is required (or use -)");
     if (a.type.empty()) throw ConfigError("emit: --type must not be empty");
@@ -102,7 +132,12 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
     if (e.id.is_nil()) e.id = EventId::generate();
 
   auto store = open_store(a.store);
-  if (!events.empty()) store->append(events);  // TxHandle{}: one transaction, all or nothing
+  try {
+    if (!events.empty()) store->append(events);  // TxHandle{}: one transaction, all or nothing
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::conflict || input.lines.empty()) throw;
+    rethrow_naming_the_line(e, input);
+  }
   std::string out;
   out.reserve(events.size() * 37);
   for (const auto& e : events) out += e.id.str() + "\n";

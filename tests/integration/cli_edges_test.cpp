@@ -366,6 +366,53 @@ TEST(CliUsage, EmitRefusesNumbersBeyondDoubleRangeOnBothPaths) {
   EXPECT_NE(lines[2].find(R"("payload":1e308,)"), std::string::npos) << lines[2];
 }
 
+// Lead's defect 4: duplicate ids in one `emit -` input name both stdin lines (exit 2, before
+// anything is opened), and an id the store already holds names its line (exit 1, the store's
+// conflict), on every store. Before: exit 1 after opening (the SQLite file created), the message
+// naming only the id, in each store's own words.
+TEST(CliUsage, EmitNamesTheStdinLinesOfADuplicateId) {
+  TempDir dir;
+  std::vector<std::string> stores{"sqlite:" + dir / "d.db", "memory:"};
+  const std::string tag = std::to_string(::getpid());
+  for (const char* env : {"OUTPOST_TEST_PG_URL", "OUTPOST_TEST_REDIS_URL"}) {
+    const char* url = std::getenv(env);
+    if (!url) {
+      if (std::getenv("OUTPOST_TEST_REQUIRE_ALL")) ADD_FAILURE() << env << " not set";
+      continue;
+    }
+    std::string u = url;
+    const bool postgres = std::string(env).find("_PG_") != std::string::npos;
+    u += std::string(u.find('?') == std::string::npos ? "?" : "&") +
+         (postgres ? "table=dupids" : "prefix=dupids") + tag;
+    stores.push_back(u);
+  }
+  const std::string id = "01a20da8-adca-71e4-8841-f908814bd06c";
+  const std::string one = R"({"type":"t","payload":1})";
+  const std::string with_id = R"({"id":")" + id + R"(","type":"t","payload":1})";
+  for (const auto& store : stores) {
+    auto twice =
+        run_cli({"emit", "--store", store, "-"}, one + "\n" + with_id + "\n\n" + with_id + "\n");
+    EXPECT_EQ(twice.code, 2) << store << "\n" << twice.all();
+    EXPECT_NE(twice.err.find("stdin line 4: duplicate event id " + id + " (also on stdin line 2)"),
+              std::string::npos)
+        << store << "\n"
+        << twice.err;
+    EXPECT_TRUE(twice.out.empty()) << twice.out;
+    EXPECT_EQ(entries_in(dir.path()), 0u) << store << ": something was created";
+    if (store == "memory:") continue;  // a new process, a new memory store: nothing to collide with
+    auto first = run_cli({"emit", "--store", store, "-"}, one + "\n" + with_id + "\n");
+    ASSERT_EQ(first.code, 0) << store << "\n" << first.all();
+    auto again = run_cli({"emit", "--store", store, "-"}, one + "\n" + with_id + "\n");
+    EXPECT_EQ(again.code, 1) << store << "\n" << again.all();
+    EXPECT_NE(again.err.find("conflict): stdin line 2: duplicate event id " + id),
+              std::string::npos)
+        << store << "\n"
+        << again.err;
+    std::filesystem::remove_all(dir.path());
+    std::filesystem::create_directories(dir.path());
+  }
+}
+
 // Before: CLI11's Range let NaN through (every comparison with NaN is false) and `bench --rate
 // nan` hung in the latency phase; infinity is refused the same way.
 TEST(CliUsage, BenchRefusesNaN) {
