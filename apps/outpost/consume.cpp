@@ -82,11 +82,25 @@ class SingleConsumer final : public PipelineSource {
 int run_consume(const ConsumeArgs& a, const std::string& log_format) {
   set_log_format("outpost consume", log_format);
   ConsumeBridge bridge(a, error_log("", a.quiet));
-  StopSignalWatcher watcher([&bridge](int, int) { bridge.stop(); });
+  // The first signal finishes the batch in flight; after a second one the process ends within
+  // GiveUpDeadline::kGrace even if the log or the checkpoint store hangs (the batch in flight is
+  // read again on the next run, as after a crash; the inbox skips what was committed).
+  GiveUpDeadline give_up;
+  StopSignalWatcher watcher([&](int, int count) {
+    bridge.stop();
+    if (count < 2) return;
+    give_up.give_up_after(GiveUpDeadline::kGrace, [&] {
+      log("the log, checkpoint store or sink did not return within " +
+          std::to_string(GiveUpDeadline::kGrace.count()) +
+          " ms: exiting without waiting (the batch in flight is read again on the next run)");
+      log(consume_summary(bridge.counters()) + " after signal");
+    });
+  });
   SingleConsumer view(bridge, a.group);
   std::optional<Progress> progress;
   if (Progress::wanted()) progress.emplace(view);
   bridge.run();
+  give_up.finished();
   progress.reset();
   log(consume_summary(bridge.counters()) + (watcher.received() ? " after signal" : ""));
   return kExitOk;

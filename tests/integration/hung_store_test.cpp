@@ -166,5 +166,38 @@ TEST(HungStore, RedisSecondSigtermExitsAtOnce) {
   EXPECT_NE(log.find("delivered " + std::to_string(kEvents)), std::string::npos) << log;
 }
 
+#ifdef OUTPOST_TEST_HAVE_CONSUME
+// outpost consume with its checkpoint in a PostgreSQL that hangs while a batch commits: a second
+// SIGTERM ends it at once with exit 0 (the batch is read again on the next run).
+TEST(HungStore, ConsumeSecondSigtermExitsAtOnce) {
+  testing::PrivateCluster pg;
+  TempDir dir;
+  // The log to consume: the file sink's JSON lines, written by a relay from a SQLite outbox.
+  const std::string source = "sqlite:" + dir / "source.db", log = dir / "log.jsonl";
+  auto produce = [&] {
+    auto emitted = run_cli({"emit", "--store", source, "-"}, events_text(kEvents));
+    ASSERT_EQ(emitted.code, 0) << emitted.all();
+    auto relayed = run_cli({"relay", "--store", source, "--sink", "file:" + log, "--until-empty"});
+    ASSERT_EQ(relayed.code, 0) << relayed.all();
+  };
+  produce();
+  CliProcess consume({"consume", "--from", "file:" + log, "--group", "hung", "--checkpoint",
+                      pg.url(), "--sink", "file:" + dir / "out.jsonl"},
+                     dir / "consume.log");
+  EXPECT_TRUE(wait_until(
+      [&] { return event_ids_in(read_file(dir / "out.jsonl")).size() >= kEvents; }, 60s, 20ms))
+      << read_file(dir / "consume.log");
+  pg.pause();
+  // The next batch: the consumer reads it and hangs on the store (its inbox check or commit);
+  // stop() gives it a second to get there.
+  produce();
+  int code = stop(consume, true, 15s);
+  pg.resume();
+  EXPECT_EQ(code, 0) << "outpost consume on a hung checkpoint store did not exit within 15 s of a "
+                        "second SIGTERM\n"
+                     << read_file(dir / "consume.log");
+}
+#endif
+
 }  // namespace
 }  // namespace outpost
