@@ -11,6 +11,7 @@
 #include <toml.hpp>
 
 #include "core/redact.h"
+#include "listen_address.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "pipeline_limits.h"
@@ -439,10 +440,12 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
     r.string("admin_token", config.http.admin_token);
     r.reject_unknown(nullptr);
     if (!config.http.listen.empty()) {
-      auto colon = config.http.listen.rfind(':');
-      if (colon == std::string::npos || colon == 0 || colon + 1 == config.http.listen.size())
-        fail(r.where(http->as_table().at("listen"), "listen"),
-             "'" + config.http.listen + "' must be HOST:PORT, e.g. 127.0.0.1:9100");
+      // The syntax rule of --metrics too (listen_address.h); the name resolves at run/check.
+      try {
+        parse_listen_address(config.http.listen, "listen");
+      } catch (const ConfigError& e) {
+        fail(at(file, http->as_table().at("listen")) + "[http]: ", e.what());
+      }
     }
   }
   if (const Value* log = top.find("log")) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "instrument.h"
+#include "listen_address.h"
 #include "outpost/consumer.h"
 #include "outpost/relay.h"
 #include "outpost/store.h"
@@ -74,14 +75,6 @@ class PipelineSource {
 // The one pipeline of `outpost relay`, named "relay" (no histograms); `relay` and `store` must
 // outlive it.
 std::unique_ptr<PipelineSource> single_relay(const Relay& relay, Store& store);
-
-// HOST:PORT of --metrics / [http] listen ([::1]:0 too; port 0 picks a free one). Throws
-// ConfigError naming `flag`; MetricsServer checks with it, the CLI before it opens anything.
-struct ListenAddress {
-  std::string host;
-  int port = -1;
-};
-ListenAddress parse_listen_address(const std::string& addr, const std::string& flag);
 
 class MetricsServer {
  public:

@@ -45,7 +45,7 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
   // Usage errors before anything is opened: a bad flag or URL must leave no SQLite file or
   // PostgreSQL table behind. The store's URL is checked without opening it; a sink checks its URL
   // before it creates or connects anything, so the sink opens first and the store last.
-  if (!a.metrics.empty()) parse_listen_address(a.metrics, "--metrics");
+  if (!a.metrics.empty()) resolve_listen_address(a.metrics, "--metrics");
   check_store_url(a.store);
   auto sink = open_sink(a.sink, sink_options(a));
   auto store = open_store(a.store);

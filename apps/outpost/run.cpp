@@ -403,9 +403,17 @@ void block_hangup() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+// [http] listen's host resolves, as --metrics does (listen_address.h): a name that does not is
+// exit 2 naming the file and the host, before anything is opened (run) or at check.
+void resolve_http_listen(const DaemonConfig& config) {
+  if (!config.http.listen.empty())
+    resolve_listen_address(config.http.listen, config.file + ": [http] listen");
+}
+
 int run_daemon(const std::string& file, const std::string& log_format) {
   block_hangup();  // before any thread: only the watcher takes SIGHUP
   DaemonConfig config = load_config(file);
+  resolve_http_listen(config);  // before any pipeline opens its store
   set_log_format("outpost run", log_format.empty() ? config.log_format : log_format);
   register_secrets(config);
   Daemon daemon(config);
@@ -479,6 +487,7 @@ Runner add_check_command(CLI::App& root) {
   sub->add_option("--config", *file, "TOML config file")->required();
   return [file] {
     DaemonConfig config = load_config(*file);
+    resolve_http_listen(config);
     std::cout << config.file << ": ok (" << config.pipelines().size() << " pipeline(s):";
     for (const auto& p : config.pipelines()) std::cout << " " << pipeline_name(p);
     std::cout << (config.http.listen.empty() ? "; no http" : "; http " + config.http.listen) << ")"

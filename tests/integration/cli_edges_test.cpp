@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -238,6 +239,10 @@ TEST(CliUsage, RelayAndBenchCreateNothingOnABadFlagOrUrl) {
       {{"relay", "--store", store, "--sink", sink, "--metrics", "256.1.1.1:0"}, "256.1.1.1"},
       {{"relay", "--store", store, "--sink", sink, "--metrics", "[::g]:0"}, "::g"},
       {{"relay", "--store", store, "--sink", sink, "--metrics", "no_such host:0"}, "no_such"},
+      // Lead's defect 5: a name that does not resolve was found at bind, after the store and
+      // sink were opened (exit 1, files left behind).
+      {{"relay", "--store", store, "--sink", sink, "--metrics", "unresolvable.invalid:0"},
+       "host 'unresolvable.invalid' does not resolve"},
       {{"relay", "--store", store, "--sink", "http://127.0.0.1:1/x?timeout_ms=0"}, "timeout_ms"},
       {{"relay", "--store", store, "--sink", "nats://127.0.0.1:1/subject"}, "stream"},
       {{"relay", "--store", store, "--sink", sink, "--batch", "0"}, "--batch"},
@@ -410,6 +415,30 @@ TEST(CliUsage, EmitNamesTheStdinLinesOfADuplicateId) {
         << again.err;
     std::filesystem::remove_all(dir.path());
     std::filesystem::create_directories(dir.path());
+  }
+}
+
+// Lead's defect 5, the daemon: [http] listen goes through the same rule as --metrics (syntax
+// when the file is read, the host resolved by check and before run opens anything).
+TEST(CliUsage, HttpListenHostMustResolveBeforeAnythingIsOpened) {
+  TempDir dir;
+  const std::string config = dir / "outpost.toml";
+  for (const auto& [listen, says] : std::vector<std::pair<std::string, std::string>>{
+           {"unresolvable.invalid:0", "host 'unresolvable.invalid' does not resolve"},
+           {"256.1.1.1:0", "host '256.1.1.1' is not an IPv4 or IPv6 address or a host name"},
+           {"127.0.0.1", "must be HOST:PORT"}}) {
+    std::ofstream(config) << "[http]\nlisten = \"" << listen
+                          << "\"\n\n[[relay]]\nname = \"r\"\nstore = \"sqlite:" << dir / "o.db"
+                          << "\"\nsink = \"file:" << dir / "out.jsonl"
+                          << "\"\n";
+    for (const char* command : {"check", "run"}) {
+      auto r = run_cli({command, "--config", config}, {}, std::chrono::seconds(30));
+      EXPECT_EQ(r.code, 2) << command << " " << listen << "\n" << r.all();
+      EXPECT_NE(r.err.find(says), std::string::npos) << command << "\n" << r.err;
+      EXPECT_NE(r.err.find(config), std::string::npos) << command << "\n" << r.err;
+      EXPECT_EQ(entries_in(dir.path()), 1u)
+          << command << " " << listen << ": something was created";
+    }
   }
 }
 
