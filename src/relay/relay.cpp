@@ -25,6 +25,7 @@ namespace {
 constexpr Duration kErrorBackoffFirst{50};
 constexpr Duration kErrorBackoffMax{5'000};
 constexpr int kSettleTries = 4;            // an ack/nack/release is tried this many times
+constexpr int kSettleTriesStopping = 2;    // ... while stopping (see settle_call)
 constexpr Duration kSettleRetryFirst{50};  // then 100, 200 ms: bounded, also while stopping
 constexpr Duration kIdleWaitChunk{200};    // bounds the stop() vs wait_for_work() race
 
@@ -105,21 +106,34 @@ struct Relay::Impl {
 
   // ---- settling --------------------------------------------------------------------------
   // Runs a settle call with a few bounded retries. nullopt: gave up (reported); the lease
-  // expiry will redeliver those events (a bounded duplicate).
+  // expiry will redeliver those events (a bounded duplicate). While stopping, a store that
+  // hangs would make every try cost a whole store timeout (PostgreSQL/Redis timeout_ms, then
+  // connect_timeout per reconnect), and a stop settles up to three batches: so fewer tries, and
+  // once a settle call gave up, the later ones of this stop are not tried at all.
   template <typename F>
   std::optional<std::size_t> settle_call(const char* what, std::size_t count, F&& call,
                                          bool& retried) {
+    const bool stopping_now = stopping.load(std::memory_order_acquire);
+    if (stopping_now && store_failed_while_stopping) {
+      report(std::string(what) + " of " + std::to_string(count) +
+             " events not tried: the store failed while stopping (the lease expiry will "
+             "redeliver them)");
+      return std::nullopt;
+    }
+    const int tries = stopping_now ? kSettleTriesStopping : kSettleTries;
     Duration wait = kSettleRetryFirst;
     for (int attempt = 1;; ++attempt) {
       std::size_t done = 0;
       auto failure = failure_of([&] { done = call(); });
       if (!failure) return done;
       store_error(std::string(what) + " of " + std::to_string(count) + " events failed" +
-                  (attempt < kSettleTries
-                       ? " (retrying): "
-                       : " (giving up; the lease expiry will redeliver them): ") +
+                  (attempt < tries ? " (retrying): "
+                                   : " (giving up; the lease expiry will redeliver them): ") +
                   *failure);
-      if (attempt >= kSettleTries) return std::nullopt;
+      if (attempt >= tries) {
+        if (stopping.load(std::memory_order_acquire)) store_failed_while_stopping = true;
+        return std::nullopt;
+      }
       retried = true;
       std::this_thread::sleep_for(wait);  // not cut short by stop(): settling is part of draining
       wait *= 2;
@@ -241,6 +255,7 @@ struct Relay::Impl {
                                             options.batch_size, options.lease, options.order);
     });
     if (failure) {
+      if (stopping.load(std::memory_order_acquire)) store_failed_while_stopping = true;
       store_error("settle and claim failed (settling again on its own): " + *failure);
       next.claimed = ClaimedBatch{};
       prepare(next);
@@ -473,11 +488,12 @@ struct Relay::Impl {
   std::atomic<bool> stopping{false};
   std::mutex sleep_mu;
   std::condition_variable sleep_cv;
-  std::string sink_closed;          // guarded by sleep_mu: Sink::closed() once it said so
-  Duration error_backoff{0};        // relay thread only
-  int futile_wakeups = 0;           // relay thread only: early wake-ups in a row that found nothing
-  relay_detail::PipelineMode mode;  // relay thread only
-  DeliveryControl control;          // bounds the deliver() call in progress; set by stop()
+  std::string sink_closed;    // guarded by sleep_mu: Sink::closed() once it said so
+  Duration error_backoff{0};  // relay thread only
+  int futile_wakeups = 0;     // relay thread only: early wake-ups in a row that found nothing
+  bool store_failed_while_stopping = false;  // relay thread only: see settle_call
+  relay_detail::PipelineMode mode;           // relay thread only
+  DeliveryControl control;                   // bounds the deliver() call in progress; set by stop()
 
   // Relay thread only (the delivery thread touches the one it was handed); reused across batches
   // so the hot path does not allocate per batch.
