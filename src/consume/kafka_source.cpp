@@ -100,7 +100,36 @@ class KafkaSource final : public Source {
     return format_offsets(all);
   }
 
-  void seek(const std::string& position) override { stored_ = parse_offsets(position); }
+  // At start the next assignment seeks to `position`. Later (the consumer re-seeks after an
+  // error, e.g. a failed commit) the partitions this process reads go back to it now, dropping
+  // what librdkafka prefetched past it: else the batch that did not commit would be skipped.
+  // When that fails the handle restarts (the next read assigns afresh).
+  void seek(const std::string& position) override {
+    stored_ = parse_offsets(position);
+    if (!rk_ || assigned_.empty()) return;
+    rd_kafka_topic_partition_list_t* parts =
+        rd_kafka_topic_partition_list_new(static_cast<int>(assigned_.size()));
+    for (std::int32_t p : assigned_) {
+      auto it = stored_.find(p);
+      rd_kafka_topic_partition_list_add(parts, c_.topic.c_str(), p)->offset =
+          it == stored_.end() ? RD_KAFKA_OFFSET_BEGINNING : it->second;
+      if (it == stored_.end())
+        next_.erase(p);
+      else
+        next_[p] = it->second;
+    }
+    rd_kafka_error_t* err =
+        rd_kafka_seek_partitions(rk_.get(), parts, static_cast<int>(c_.timeout.count()));
+    bool failed = err != nullptr;
+    if (err) rd_kafka_error_destroy(err);
+    for (int i = 0; !failed && i < parts->cnt; ++i) failed = parts->elems[i].err != 0;
+    rd_kafka_topic_partition_list_destroy(parts);
+    if (failed) {
+      rk_.reset();
+      assigned_.clear();
+      next_.clear();
+    }
+  }
   void set_checkpoint_reader(std::function<std::string()> reader) override {
     reader_ = std::move(reader);
   }

@@ -3,14 +3,19 @@
 // payload {"n":N}, this process's pid) in the table `effects` of the checkpoint store (SQLite),
 // on the batch's transaction. So an effect that happened twice is two rows, and the row order
 // is the order effects committed.
-//   usage: outpost_consume_worker FROM sqlite:PATH GROUP BATCH
-// Runs until SIGTERM/SIGINT (then finishes the batch in flight and exits 0).
+//   usage: outpost_consume_worker FROM sqlite:PATH GROUP BATCH [FAIL_COMMITS]
+// Runs until SIGTERM/SIGINT (then finishes the batch in flight and exits 0). FAIL_COMMITS, e.g.
+// "3,4,10": those commits (counted from 1 in this process) fail with a ConnectionError before
+// they happen, as a store outage would (the consumer survives it and backs off).
 
 #include <signal.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -37,8 +42,8 @@ long long n_of(const std::string& payload) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s FROM sqlite:PATH GROUP BATCH\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr, "usage: %s FROM sqlite:PATH GROUP BATCH [FAIL_COMMITS]\n", argv[0]);
     return 2;
   }
   sigset_t stop_signals;
@@ -54,6 +59,19 @@ int main(int argc, char** argv) {
     o.batch_size = std::stoul(argv[4]);
     o.poll = std::chrono::milliseconds(200);
     o.on_error = [](const std::string& e) { std::fprintf(stderr, "worker: %s\n", e.c_str()); };
+    std::set<int> fail_commits;
+    if (argc == 6)
+      for (std::size_t at = 0; at < std::strlen(argv[5]);) {
+        fail_commits.insert(std::atoi(argv[5] + at));
+        const char* comma = std::strchr(argv[5] + at, ',');
+        at = comma ? static_cast<std::size_t>(comma - argv[5]) + 1 : std::strlen(argv[5]);
+      }
+    int commits = 0;
+    o.before_commit = [&] {
+      if (fail_commits.count(++commits))
+        throw outpost::ConnectionError(
+            "worker", "injected store outage before commit " + std::to_string(commits));
+    };
     outpost::Consumer consumer(*source, *store, o);
     std::thread stopper([&] {
       int sig = 0;
