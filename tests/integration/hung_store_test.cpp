@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -164,6 +165,32 @@ TEST(HungStore, RedisSecondSigtermExitsAtOnce) {
   EXPECT_EQ(code, 0) << "a relay on a hung Redis did not exit within 15 s of a second SIGTERM\n"
                      << log;
   EXPECT_NE(log.find("delivered " + std::to_string(kEvents)), std::string::npos) << log;
+}
+
+// The daemon: the same second signal ends `outpost run` at once with a relay pipeline on a Redis
+// that hangs (the daemon's own stop path: Daemon::stop(true), then every pipeline joined).
+TEST(HungStore, DaemonSecondSigtermExitsAtOnce) {
+  PrivateRedis redis;
+  TempDir dir;
+  const std::string store = redis.url() + "?timeout_ms=600000";
+  auto emitted = run_cli({"emit", "--store", store, "-"}, events_text(kEvents));
+  ASSERT_EQ(emitted.code, 0) << emitted.all();
+  const std::string config = dir / "outpost.toml";
+  {
+    std::ofstream out(config);
+    out << "[[relay]]\nname = \"hung\"\nstore = \"" << store
+        << "\"\nsink = \"file:" << dir / "out.jsonl"
+        << "\"\n";
+  }
+  CliProcess daemon({"run", "--config", config}, dir / "daemon.log");
+  EXPECT_TRUE(wait_until([&] { return settled(store); }, 60s, 50ms))
+      << read_file(dir / "daemon.log");
+  redis.server.signal(SIGSTOP);
+  int code = stop(daemon, true, 15s);
+  redis.server.signal(SIGCONT);
+  EXPECT_EQ(code, 0) << "outpost run on a hung Redis did not exit within 15 s of a second "
+                        "SIGTERM\n"
+                     << read_file(dir / "daemon.log");
 }
 
 #ifdef OUTPOST_TEST_HAVE_CONSUME
