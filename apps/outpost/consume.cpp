@@ -99,7 +99,15 @@ int run_consume(const ConsumeArgs& a, const std::string& log_format) {
   SingleConsumer view(bridge, a.group);
   std::optional<Progress> progress;
   if (Progress::wanted()) progress.emplace(view);
-  bridge.run();
+  try {
+    bridge.run();
+  } catch (const std::exception&) {
+    // Still say what was done (an outage past --until-idle ends the run with its error, exit 1).
+    give_up.finished();
+    progress.reset();
+    log(consume_summary(bridge.counters()));
+    throw;
+  }
   give_up.finished();
   progress.reset();
   log(consume_summary(bridge.counters()) + (watcher.received() ? " after signal" : ""));

@@ -204,7 +204,9 @@ struct ConsumerOptions {
   Duration backoff_max{60'000};  // cap on any retry delay
   bool ordered = true;           // later messages of a parked key are parked behind it
   Duration poll{500};            // longest wait for new messages per read
-  // > 0: run() returns once no message came for this long (and no retry is pending).
+  // > 0: run() returns once no message came for this long (and no retry is pending). Failed
+  // reads and commits (outages) do not count as progress: when the last attempt failed and no
+  // message came for this long, run() throws that error instead of retrying on.
   Duration until_idle{0};
   Duration inbox_retention = std::chrono::hours(24 * 7);  // inbox ids older than this are purged
   // Errors the consumer survives (source/store outages; it backs off and retries) and failed

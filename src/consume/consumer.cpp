@@ -418,11 +418,20 @@ void Consumer::run(const ConsumerHandler& handler) {
       if (!e.retryable()) throw;
       // Source or store outage: back off and try again (the batch replays from the checkpoint).
       impl_->count([](auto& c) { ++c.errors; });
+      Duration delay = backoff_delay(++errors_in_a_row, Duration(100), Duration(5000));
+      // until_idle counts time without a message, failed attempts included: an outage (an
+      // unreachable source or store) that outlasts it ends run() with its error instead of
+      // retrying forever; a shorter one is survived as before.
+      if (const Duration idle = impl_->options.until_idle; idle.count() > 0) {
+        auto left =
+            std::chrono::duration_cast<Duration>(idle - (SteadyClock::now() - last_message));
+        if (left.count() <= 0) throw;
+        delay = std::min(delay, left);
+      }
       impl_->report("group '" + impl_->options.group + "': " + e.what() + " (retrying)");
       if (ahead) ahead->quiesce();  // a batch read ahead is read again after the re-seek
       impl_->loaded = false;
-      if (!impl_->pause(backoff_delay(++errors_in_a_row, Duration(100), Duration(5000)))) return;
-      last_message = SteadyClock::now();
+      if (!impl_->pause(delay)) return;
     }
   }
 }

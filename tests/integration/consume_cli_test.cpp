@@ -178,6 +178,28 @@ TEST(ConsumersCli, NeedConsumerStateThereOnPostgres) {
   expect_no_consumer_state(url, where);
 }
 
+// Lead's defect 6: --until-idle counts time without a message, failed reads included. Before,
+// every failed connection attempt restarted the idle clock, so a consume of an unreachable log
+// retried forever. Now the outage is retried until --until-idle has passed without progress, then
+// the run ends with its error (exit 1) and the summary.
+TEST(ConsumeCli, UntilIdleEndsAnOutageWithItsError) {
+  TempDir dir;
+  const auto started = std::chrono::steady_clock::now();
+  auto r = run_cli({"consume", "--from", "redis-stream://127.0.0.1:1/s", "--group", "g",
+                    "--checkpoint", "sqlite:" + (dir / "cp.db"), "--sink",
+                    "file:" + (dir / "out.jsonl"), "--until-idle", "1000"},
+                   {}, std::chrono::seconds(60));
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1000))
+      << "ended before --until-idle: " << r.all();
+  EXPECT_NE(r.err.find("(retrying)"), std::string::npos) << "the outage was retried: " << r.err;
+  EXPECT_NE(r.err.find("outpost: error (redis-stream, connection): cannot connect to "
+                       "redis-stream://127.0.0.1:1/s"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("read 0, delivered 0"), std::string::npos) << "summary: " << r.err;
+}
+
 TEST(ConsumeCli, BridgesOnceListsGroupsAndDrainsOnSigterm) {
   TempDir dir;
   std::string log = dir / "log.jsonl", cp = "sqlite:" + (dir / "cp.db"), out = dir / "out.jsonl";
