@@ -81,8 +81,8 @@ class Source {
   // before (Consumer::run then reads one batch ahead). The consumer still never calls two
   // methods at once, but read() must not call the checkpoint reader (the store is busy
   // committing), and committed() may come one batch late. False unless a source says so (file,
-  // Redis Streams and NATS do; Kafka does not: its read runs rebalance callbacks that read the
-  // checkpoint).
+  // Redis Streams, NATS and Kafka with assign=manual do; Kafka in a group does not: its read runs
+  // rebalance callbacks that read the checkpoint).
   virtual bool can_read_ahead() const { return false; }
   // Where the source can ask for the group's committed checkpoint again (Kafka: when partitions
   // are assigned after a rebalance). Called by the Consumer before the first read.

@@ -93,6 +93,9 @@ class KafkaSource final : public Source {
   std::string_view name() const override { return "kafka"; }
   std::string url() const override { return c_.where; }
   bool partitioned() const override { return true; }
+  // assign=manual only: group membership runs the rebalance callback inside read(), and that
+  // reads the checkpoint table on the consumer's connection.
+  bool can_read_ahead() const override { return c_.manual; }
 
   std::string merge(const std::string& stored, const std::string& mine) const override {
     Offsets all = stored.empty() ? Offsets{} : parse_offsets(stored);
@@ -287,15 +290,20 @@ class KafkaSource final : public Source {
     return handle;
   }
 
-  // Assignment: seek each assigned partition to the group's committed offset (read from the
-  // checkpoint table now, since another process may have moved it), or the beginning.
+  // Assignment: seek each assigned partition to the group's committed offset (with a group,
+  // read from the checkpoint table now, since another process may have moved it), or the
+  // beginning.
   // No exception crosses this C callback.
   static void on_rebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                            rd_kafka_topic_partition_list_t* parts, void* opaque) {
     auto* self = static_cast<KafkaSource*>(opaque);
     try {
       if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        Offsets stored = self->reader_ ? parse_offsets(self->reader_()) : self->stored_;
+        // assign=manual (one process per group) assigns only from assign_all(): the checkpoint
+        // seek() was given is the current one there, and read() may run on another thread than
+        // the store's (can_read_ahead), so the reader is not called.
+        Offsets stored =
+            self->reader_ && !self->c_.manual ? parse_offsets(self->reader_()) : self->stored_;
         for (int i = 0; i < parts->cnt; ++i) {
           auto& tp = parts->elems[i];
           auto it = stored.find(tp.partition);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread starts
+  std::fprintf(stderr, "worker: signals blocked\n");   // tests signal only after this line
   try {
     auto store = outpost::open_checkpoint_store(argv[2]);
     auto source = outpost::open_source(argv[1]);
