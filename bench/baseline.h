@@ -13,15 +13,16 @@
 namespace outpost::bench {
 
 struct BaselineRequest {
-  std::string url;            // the store URL (store baselines) or sink URL (sink baselines)
-  std::size_t events = 0;     // rows/messages to move
-  std::size_t batch = 100;    // rows per INSERT / per claim / per pipeline
+  std::string url;          // the store URL (store baselines) or sink URL (sink baselines)
+  std::size_t events = 0;   // rows/messages to move
+  std::size_t batch = 100;  // rows per INSERT / per claim / per pipeline
   std::size_t payload_bytes = 200;
 };
 
 struct BaselineResult {
   double events_per_s = 0;
-  std::string what;  // one line: what the baseline did, e.g. "INSERT 100 rows/txn + DELETE..RETURNING"
+  std::string
+      what;  // one line: what the baseline did, e.g. "INSERT 100 rows/txn + DELETE..RETURNING"
 };
 
 // Store baselines: insert the rows in `batch`-row transactions, then select+delete them in

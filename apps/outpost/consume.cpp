@@ -16,11 +16,11 @@
 
 #include "cli.h"
 #include "consume.h"
-#include "pipeline_limits.h"
 #include "log.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
+#include "pipeline_limits.h"
 
 namespace outpost::cli {
 namespace {

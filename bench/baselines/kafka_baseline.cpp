@@ -1,9 +1,10 @@
 // The raw Kafka baseline for `outpost bench --sink kafka://...`: the same number of messages
 // (payload_bytes each, keyed round robin over 1000 keys, with the sink's headers: the CloudEvents
 // ce-specversion, ce-id, ce-type, ce-source, ce-time, ce-partitionkey and outpost-id) produced by
-// a plain librdkafka loop with the settings the sink uses (idempotent, acks=all, linger.ms=5 here since nothing waits per
-// batch), then one flush; events/s counts only messages whose delivery report succeeded.
-// No outpost code runs here. Topic: the sink URL's topic with `{type}` -> "baseline".
+// a plain librdkafka loop with the settings the sink uses (idempotent, acks=all, linger.ms=5 here
+// since nothing waits per batch), then one flush; events/s counts only messages whose delivery
+// report succeeded. No outpost code runs here. Topic: the sink URL's topic with `{type}` ->
+// "baseline".
 
 #include <librdkafka/rdkafka.h>
 

@@ -4,16 +4,26 @@ namespace outpost {
 
 std::string_view to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::config: return "config";
-    case ErrorCode::connection: return "connection";
-    case ErrorCode::timeout: return "timeout";
-    case ErrorCode::in_doubt: return "in_doubt";
-    case ErrorCode::corrupt: return "corrupt";
-    case ErrorCode::too_large: return "too_large";
-    case ErrorCode::not_found: return "not_found";
-    case ErrorCode::conflict: return "conflict";
-    case ErrorCode::backend: return "backend";
-    case ErrorCode::internal: return "internal";
+    case ErrorCode::config:
+      return "config";
+    case ErrorCode::connection:
+      return "connection";
+    case ErrorCode::timeout:
+      return "timeout";
+    case ErrorCode::in_doubt:
+      return "in_doubt";
+    case ErrorCode::corrupt:
+      return "corrupt";
+    case ErrorCode::too_large:
+      return "too_large";
+    case ErrorCode::not_found:
+      return "not_found";
+    case ErrorCode::conflict:
+      return "conflict";
+    case ErrorCode::backend:
+      return "backend";
+    case ErrorCode::internal:
+      return "internal";
   }
   return "unknown";
 }

@@ -238,7 +238,8 @@ TEST_F(DaemonTest, CheckFindsABadStoreParameterWithoutOpeningIt) {
       auto r = run_cli({command, "--config", file}, {}, 30s);
       EXPECT_EQ(r.code, 2) << command << " " << store << "\n" << r.err;
       EXPECT_NE(r.err.find(file + ":3: [[relay]] 'x': key 'store': "), std::string::npos)
-          << command << " " << store << "\n" << r.err;
+          << command << " " << store << "\n"
+          << r.err;
       EXPECT_NE(r.err.find(names), std::string::npos) << command << " " << store << "\n" << r.err;
       EXPECT_FALSE(std::filesystem::exists(db)) << command << " " << store;
     }

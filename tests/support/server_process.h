@@ -29,10 +29,10 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  void start();                      // (re)starts with the same argv
-  void signal(int sig);              // e.g. SIGKILL, SIGTERM, SIGSTOP, SIGCONT
+  void start();                                       // (re)starts with the same argv
+  void signal(int sig);                               // e.g. SIGKILL, SIGTERM, SIGSTOP, SIGCONT
   bool wait_exit(std::chrono::milliseconds timeout);  // reaps; true if it exited in time
-  void stop();                       // SIGTERM, wait 5 s, then SIGKILL; reaps
+  void stop();                                        // SIGTERM, wait 5 s, then SIGKILL; reaps
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
 

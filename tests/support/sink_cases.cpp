@@ -12,6 +12,8 @@ bool register_sink_case(SinkCase sink_case) {
   return true;
 }
 
-const std::vector<SinkCase>& sink_cases() { return sink_registry(); }
+const std::vector<SinkCase>& sink_cases() {
+  return sink_registry();
+}
 
 }  // namespace outpost::testing

@@ -16,7 +16,7 @@ namespace outpost::testing {
 
 // One message as the destination's consumer saw it.
 struct ReceivedEvent {
-  std::string id;       // event id (from the body, a header or the broker's message id)
+  std::string id;  // event id (from the body, a header or the broker's message id)
   std::string type;
   std::string key;
   std::string payload;  // as the consumer received the body/payload
@@ -34,7 +34,7 @@ struct SinkFixture {
 };
 
 struct SinkCase {
-  std::string name;  // gtest-safe
+  std::string name;                                 // gtest-safe
   std::function<std::string()> unavailable_reason;  // empty when available
   std::function<SinkFixture()> make;                // fresh destination (unique topic/stream/file)
 };

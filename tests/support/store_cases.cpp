@@ -19,7 +19,9 @@ bool register_store_case(StoreCase store_case) {
   return true;
 }
 
-const std::vector<StoreCase>& store_cases() { return registry(); }
+const std::vector<StoreCase>& store_cases() {
+  return registry();
+}
 
 std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
@@ -27,7 +29,9 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
-bool require_all_endpoints() { return env("OUTPOST_TEST_REQUIRE_ALL").value_or("0") == "1"; }
+bool require_all_endpoints() {
+  return env("OUTPOST_TEST_REQUIRE_ALL").value_or("0") == "1";
+}
 
 std::string unique_name(const std::string& prefix) {
   static std::atomic<unsigned> counter{0};
@@ -38,7 +42,8 @@ std::string unique_name(const std::string& prefix) {
 
 std::string temp_dir() {
   static const std::string dir = [] {
-    auto base = std::filesystem::temp_directory_path() / ("outpost_test_" + std::to_string(::getpid()));
+    auto base =
+        std::filesystem::temp_directory_path() / ("outpost_test_" + std::to_string(::getpid()));
     std::filesystem::create_directories(base);
     return base.string();
   }();
