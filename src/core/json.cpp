@@ -303,7 +303,9 @@ json parse_json(std::string_view text, std::string_view what) {
   try {
     return json::parse(text);
   } catch (const json::out_of_range& e) {
-    if (e.id != 406) throw;
+    // Any other out_of_range is "not JSON" like every parse error (a rethrow here would escape
+    // the json::exception handler below, which does not see exceptions from its siblings).
+    if (e.id != 406) return json(json::value_t::discarded);
     // nlohmann: "[json.exception.out_of_range.406] number overflow parsing '1e400'"
     std::string_view msg = e.what();
     auto quote = msg.find('\'');

@@ -6,8 +6,15 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace outpost::relay_detail {
+
+// The failure text when there is no memory for the real one: 13 characters fit libstdc++'s
+// in-object buffer (15), so making it allocates nothing and cannot throw.
+inline std::optional<std::string> out_of_memory_failure() noexcept {
+  return std::optional<std::string>(std::in_place, "out of memory");
+}
 
 // Runs `f`; nullopt when it returned, else the exception's what() (a fixed text for non-std
 // exceptions).
@@ -20,13 +27,15 @@ std::optional<std::string> failure_of(F&& f) noexcept {
     try {
       return std::string(ex.what());
     } catch (...) {
-      return std::nullopt;  // out of memory for the text: nothing better to report
+      // Out of memory for the text: still a failure (nullopt would read as success and, e.g.,
+      // count a failed settle as done). Short enough for the small-string buffer: no allocation.
+      return out_of_memory_failure();
     }
   } catch (...) {
     try {
       return std::string("an unknown (non-std) exception");
     } catch (...) {
-      return std::nullopt;
+      return out_of_memory_failure();
     }
   }
 }

@@ -28,6 +28,10 @@ constexpr int kSettleTries = 4;            // an ack/nack/release is tried this 
 constexpr int kSettleTriesStopping = 2;    // ... while stopping (see settle_call)
 constexpr Duration kSettleRetryFirst{50};  // then 100, 200 ms: bounded, also while stopping
 constexpr Duration kIdleWaitChunk{200};    // bounds the stop() vs wait_for_work() race
+// While stopping, a combined settle-and-claim that failed after this long means a store that
+// does not answer (each further try would cost as long): the stop's other settle calls are
+// skipped. One that failed sooner (a dropped connection) still gets the separate tries.
+constexpr Duration kStoreHungAfter{1'000};
 
 void validate(const RelayOptions& o) {
   if (o.batch_size < 1) throw ConfigError("relay batch size must be at least 1");
@@ -250,12 +254,15 @@ struct Relay::Impl {
       return;
     }
     SettleCounts counts;
+    const auto started = std::chrono::steady_clock::now();
     auto failure = failure_of([&] {
       next.claimed = store.settle_and_claim(done.claimed, done.settlement(), counts,
                                             options.batch_size, options.lease, options.order);
     });
     if (failure) {
-      if (stopping.load(std::memory_order_acquire)) store_failed_while_stopping = true;
+      if (stopping.load(std::memory_order_acquire) &&
+          std::chrono::steady_clock::now() - started >= kStoreHungAfter)
+        store_failed_while_stopping = true;
       store_error("settle and claim failed (settling again on its own): " + *failure);
       next.claimed = ClaimedBatch{};
       prepare(next);

@@ -48,8 +48,12 @@ class FaultyStore final : public Store {
     if (take(fail_claims)) throw ConnectionError("faulty", "injected claim failure");
     return inner_->claim(max, lease, order);
   }
+  // Called at the start of every ack (set before the store is used).
+  std::function<void()> before_ack;
+
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     ++ack_calls;
+    if (before_ack) before_ack();
     if (take(fail_acks)) throw ConnectionError("faulty", "injected ack failure");
     return inner_->ack(batch, ids);
   }

@@ -428,6 +428,32 @@ TEST_P(RelayTest, WhileStoppingAFailingStoreIsNotTriedOverAndOver) {
   EXPECT_EQ(faulty->ack_calls.load(), kStoppingSettleTries);
 }
 
+// A settle-and-claim that fails at once while stopping (a dropped connection, not a store that
+// hangs) does not cost the delivered batch its acks: the separate settle calls still try them.
+// Before, one fast failure of the combined call while stopping skipped every later settle call,
+// leaving the delivered batch leased (delivered again after the lease).
+TEST_P(RelayTest, WhileStoppingAFastFailureOfSettleAndClaimStillAcksTheDeliveredBatch) {
+  auto faulty = std::make_shared<FaultyStore>(make_store());
+  faulty->append(make_events(40, "t"));
+  HandlerSink sink;
+  std::atomic<int> handled{0};
+  sink.on("t", [&](const StoredEvent&) { ++handled; });
+  RelayOptions o;
+  o.batch_size = 10;
+  o.pipeline = true;
+  Relay relay(*faulty, sink, o);
+  std::atomic<bool> first{true};
+  faulty->before_ack = [&] {
+    if (!first.exchange(false)) return;
+    relay.stop();
+    faulty->fail_acks = 1;  // this ack, inside the first settle-and-claim, fails at once
+  };
+  ASSERT_TRUE(run_bounded(relay));
+  auto s = faulty->inner().stats();
+  EXPECT_EQ(s.leased, 0) << "a delivered batch was left leased";
+  EXPECT_EQ(s.pending, 40 - handled.load()) << "every handled event acked, the rest released";
+}
+
 // Closes like a buffering sink would: the relay must call close() after the last batch.
 class ClosingSink : public Sink {
  public:

@@ -203,7 +203,7 @@ class PostgresStore final : public Store {
     if (!stmt) return 0;
     std::size_t n =
         with_archive_partition(true, [&] { return count_rows(session_.run(*stmt).get()); });
-    if (options_.archive) archive_.run(false);
+    if (options_.archive) maintain_archive_after_commit();
     return n;
   }
 
@@ -248,7 +248,7 @@ class PostgresStore final : public Store {
       read_claimed(res[i].get(), batch);
       listener_.server_seen_up();
     }
-    if (acks && options_.archive) archive_.run(false);
+    if (acks && options_.archive) maintain_archive_after_commit();
     return batch;
   }
 
@@ -352,6 +352,19 @@ class PostgresStore final : public Store {
       if (!acks || !options_.archive || e.native_code() != "23514") throw;
       archive_.run(true);
       return f();
+    }
+  }
+
+  // The periodic archive maintenance after an ack has committed. Its failure (a lock wait past
+  // timeout_ms, a dropped connection) must not fail the call: the acks are durable, and a
+  // caller told otherwise would settle them again (reading the short count as a lost lease) and
+  // drop the batch it just claimed. Nothing is lost by skipping it: it runs again at the next
+  // interval, and an ack that finds no partition forces it first (with_archive_partition), where
+  // a failure does fail the ack, before it commits.
+  void maintain_archive_after_commit() noexcept {
+    try {
+      archive_.run(false);
+    } catch (...) {
     }
   }
 

@@ -202,7 +202,13 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
     }
     exec_simple(ep, pg, "COMMIT", "migrate");
   } catch (...) {
-    PQclear(PQexec(pg, "ROLLBACK"));
+    // Under the store's I/O deadline like every other statement (a bare PQexec would block
+    // forever on a server that hangs right after the error). If it fails too, the pool drops
+    // the connection (not idle), which rolls the transaction back on the server.
+    try {
+      exec_simple(ep, pg, "ROLLBACK", "migrate");
+    } catch (...) {
+    }
     throw;
   }
 }
