@@ -134,6 +134,26 @@ std::multiset<std::string> ids_in_file(const std::string& path) {
   return ids;
 }
 
+// Batches the relays logging to `log_path` could not settle as their own: the sum of "lease lost
+// N" and "store errors N" over the summary lines a relay prints when it stops. A relay delivers a
+// batch twice only through one of these (its acks were fenced, its lease expired while it
+// delivered, or a settle call failed), so tests bound duplicates by them instead of guessing how
+// often a short lease expires on a slow or busy machine.
+std::size_t unsettled_batches_in_log(const std::string& log_path) {
+  std::ifstream in(log_path);
+  std::string line;
+  std::size_t total = 0;
+  auto number_after = [&line](const std::string& label) -> std::size_t {
+    const auto at = line.find(label);
+    return at == std::string::npos ? 0 : std::stoul(line.substr(at + label.size()));
+  };
+  while (std::getline(in, line)) {
+    if (line.find(", lease lost ") == std::string::npos) continue;
+    total += number_after(", lease lost ") + number_after(", store errors ");
+  }
+  return total;
+}
+
 std::string temp_path(const std::string& name) {
   return testing::temp_dir() + "/" + testing::unique_name(name);
 }
@@ -493,8 +513,14 @@ TEST(RedisWriterLease, RelayPausedPastItsLeaseLosesNothing) {
   all.insert(got_b.begin(), got_b.end());
   EXPECT_EQ(all.size(), static_cast<std::size_t>(kEvents)) << "an event was lost";
   EXPECT_GT(got_b.size(), 0u) << "the second relay never took over";
-  // Duplicates only from the batch that was in flight at the pause (bounded, guarantee 4).
-  EXPECT_LE(got_a.size() + got_b.size() - all.size(), 100u);
+  // Duplicates only from batches a relay reports it could not settle as its own (guarantee 4):
+  // the ones A held at the pause (fenced off when it resumed) and any whose 300 ms lease
+  // expired on a busy machine (on a quiet one: one or two batches of A, 50-100 events).
+  const std::size_t unsettled =
+      unsettled_batches_in_log(file_a + ".log") + unsettled_batches_in_log(file_b + ".log");
+  EXPECT_LE(got_a.size() + got_b.size() - all.size(), unsettled * 50)
+      << "A delivered " << got_a.size() << ", B " << got_b.size() << ", distinct " << all.size()
+      << "; unsettled batches reported: " << unsettled;
 }
 
 TEST(RedisWriterLease, RelaysKilledWithSigkillLoseNothing) {
@@ -529,8 +555,12 @@ TEST(RedisWriterLease, RelaysKilledWithSigkillLoseNothing) {
   auto got = ids_in_file(file);
   std::set<std::string> distinct(got.begin(), got.end());
   EXPECT_EQ(distinct.size(), static_cast<std::size_t>(kEvents)) << "an event was lost";
-  // At most one in-flight batch per kill is delivered twice.
-  EXPECT_LE(got.size() - distinct.size(), kills * 100);
+  // Delivered twice: per kill, at most the two batches a pipelined relay holds (one delivered
+  // and not yet acked, one being delivered); and what the last relay reports it could not
+  // settle as its own (a 300 ms lease can expire on a busy machine).
+  EXPECT_LE(got.size() - distinct.size(),
+            (kills * 2 + unsettled_batches_in_log(file + ".log")) * 100)
+      << "delivered " << got.size() << ", distinct " << distinct.size();
 }
 
 // Failover does not wait for the event lease: relay A holds the writer lease with a 120 s event
