@@ -1,5 +1,7 @@
 #include "pipeline_options.h"
 
+#include "outpost/factory.h"
+
 namespace outpost::cli {
 
 RelayOptions relay_options(const PipelineConfig& c) {
@@ -22,6 +24,12 @@ SinkOptions sink_options(const PipelineConfig& c) {
   o.lease = Duration(c.lease_ms);
   o.backoff_max = Duration(c.backoff_max_ms);
   return o;
+}
+
+std::unique_ptr<Store> open_relay_store(const PipelineConfig& c) {
+  auto store = open_store(c.store);
+  store->list(1);
+  return store;
 }
 
 }  // namespace outpost::cli

@@ -2,9 +2,12 @@
 // What `outpost relay` and every [[relay]] of `outpost run` share: one pipeline's settings turned
 // into the relay's and the sink's options, the same way for both.
 
+#include <memory>
+
 #include "config.h"
 #include "outpost/relay.h"
 #include "outpost/sink.h"
+#include "outpost/store.h"
 
 namespace outpost::cli {
 
@@ -12,5 +15,11 @@ namespace outpost::cli {
 RelayOptions relay_options(const PipelineConfig& c);
 // The sink's share: concurrency, and the lease and backoff cap (for dedup-window checks).
 SinkOptions sink_options(const PipelineConfig& c);
+// Opens the pipeline's store and reads from it once (one listed event), so a relay started
+// against a server that is not there, refuses the password or holds an outbox this build cannot
+// read fails at start with that error (exit 1) on every store, as PostgreSQL, which connects when
+// opened, always did; Redis connects lazily and its relay would otherwise retry such a start
+// forever. Once running, a store that goes away is retried with backoff, on every store.
+std::unique_ptr<Store> open_relay_store(const PipelineConfig& c);
 
 }  // namespace outpost::cli

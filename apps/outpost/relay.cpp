@@ -48,7 +48,7 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
   if (!a.metrics.empty()) resolve_listen_address(a.metrics, "--metrics");
   check_store_url(a.store);
   auto sink = open_sink(a.sink, sink_options(a));
-  auto store = open_store(a.store);
+  auto store = open_relay_store(a);
 
   RelayOptions options = relay_options(a);
   options.on_error = error_log("", a.quiet);

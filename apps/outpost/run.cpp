@@ -127,7 +127,7 @@ class Pipeline {
 class RelayPipeline final : public Pipeline {
  public:
   explicit RelayPipeline(const PipelineConfig& config) : Pipeline(config) {
-    store_ = open_store(config.store);
+    store_ = open_relay_store(config);
     sink_ = open_sink(config.sink, sink_options(config));
     sink_name_ = std::string(sink_->name());
     timed_store_ = instrument_store(*store_, metrics_);

@@ -137,9 +137,10 @@ class RedisStreamSource final : public Source {
       ctx_.reset();
       throw ConnectionError("redis-stream", c_.where + ": " + args[0] + ": " + why);
     }
-    if (r->type == REDIS_REPLY_ERROR)
+    if (r->type == REDIS_REPLY_ERROR)  // (str() reads only string replies)
       throw Error(ErrorCode::backend, "redis-stream",
-                  c_.where + ": " + args[0] + ": " + str(r.get()));
+                  c_.where + ": " + args[0] + (args[0] == "AUTH" ? " (URL password)" : "") + ": " +
+                      std::string(r->str, r->len));
     return r;
   }
 

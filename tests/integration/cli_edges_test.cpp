@@ -442,6 +442,67 @@ TEST(CliUsage, HttpListenHostMustResolveBeforeAnythingIsOpened) {
   }
 }
 
+// A store that cannot be read ends `relay` and `run` at start with exit 1 naming why, the same on
+// every store. Before: PostgreSQL (which connects when opened) exited 1, while a relay on Redis
+// (which connects lazily) retried an unreachable server or a refused password forever, and `emit`
+// and `events` on Redis exited 2 for a refused password where PostgreSQL exits 1.
+TEST(CliUsage, AStoreThatCannotBeReadEndsTheRelayAtStartOnEveryStore) {
+  TempDir dir;
+  std::vector<std::pair<std::string, std::string>> stores{
+      // URL, what the error says
+      {"postgresql://app:PW@127.0.0.1:1/db?connect_timeout=2", "cannot connect"},
+      {"redis://user:PW@127.0.0.1:1/0?timeout_ms=500", "cannot reach Redis"}};
+  if (const char* url = std::getenv("OUTPOST_TEST_REDIS_URL")) {
+    // The test server has no password: Redis refuses AUTH with one ("ERR AUTH ... called
+    // without any password configured"), as it refuses a wrong one (WRONGPASS).
+    std::string u = url;
+    const auto at = u.find("://") + 3;
+    stores.push_back({u.insert(at, ":PW@"), "(URL password)"});
+  } else if (std::getenv("OUTPOST_TEST_REQUIRE_ALL")) {
+    ADD_FAILURE() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  const std::string config = dir / "outpost.toml";
+  for (const auto& [store_url, says] : stores) {
+    const std::string store = with_secret(store_url);
+    std::ofstream(config) << "[[relay]]\nname = \"r\"\nstore = \"" << store
+                          << "\"\nsink = \"file:" << dir / "out.jsonl"
+                          << "\"\n";
+    const std::vector<std::vector<std::string>> commands{
+        {"relay", "--store", store, "--sink", "file:" + dir / "out.jsonl"},
+        {"relay", "--store", store, "--sink", "file:" + dir / "out.jsonl", "--until-empty"},
+        {"run", "--config", config},
+        {"emit", "--store", store, "--type", "t", "--payload", "{}"},
+        {"events", "--store", store, "stats"}};
+    for (const auto& args : commands) {
+      auto r = run_cli(args, {}, std::chrono::seconds(30));
+      EXPECT_EQ(r.code, 1) << args[0] << " " << store_url << "\n" << r.all();
+      EXPECT_NE(r.err.find(says), std::string::npos) << args[0] << " " << store_url << "\n"
+                                                     << r.err;
+      EXPECT_EQ(r.all().find(kSecret), std::string::npos) << r.all();
+    }
+  }
+}
+
+// A Redis Streams log that refuses the password: `consume` ends with exit 1 saying so (and why,
+// in the server's words). Before: "...: AUTH: " and nothing after it, for every error reply.
+TEST(CliUsage, ConsumeNamesARefusedPasswordOnARedisStreamsLog) {
+  const char* url = std::getenv("OUTPOST_TEST_REDIS_URL");
+  if (!url) {
+    if (std::getenv("OUTPOST_TEST_REQUIRE_ALL")) ADD_FAILURE() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  TempDir dir;
+  std::string from = std::string(url) + "/refused_log";
+  from.replace(0, from.find("://") + 3, "redis-stream://:" + std::string(kSecret) + "@");
+  auto r =
+      run_cli({"consume", "--group", "g", "--from", from, "--checkpoint", "sqlite:" + dir / "ck.db",
+               "--sink", "file:" + dir / "out.jsonl", "--until-idle", "2000"},
+              {}, std::chrono::seconds(30));
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("AUTH (URL password): ERR"), std::string::npos) << r.err;
+  EXPECT_EQ(r.all().find(kSecret), std::string::npos) << r.all();
+}
+
 // Before: CLI11's Range let NaN through (every comparison with NaN is false) and `bench --rate
 // nan` hung in the latency phase; infinity is refused the same way.
 TEST(CliUsage, BenchRefusesNaN) {

@@ -281,14 +281,15 @@ TEST(RedisStoreFaults, ErrorRepliesKeepTheirCodeAsNativeCode) {
     EXPECT_EQ(e.native_code(), "OUTPOST_DUPLICATE");
     EXPECT_NE(std::string(e.what()).find(events[0].id.str()), std::string::npos) << e.what();
   }
-  // A password the server does not have: a ConfigError naming the URL part, never the password.
+  // A password the server does not have: a ConnectionError naming the URL part, never the
+  // password (as PostgreSQL's refusal is).
   try {
     auto u = core::Url::parse(base);
     const std::string with_password = "redis://:hunter2@" + u.hosts().front().host + ":" +
                                       std::to_string(u.hosts().front().port) + "/0";
     open_redis_store(with_prefix(with_password, prefix))->stats();
     ADD_FAILURE() << "AUTH with a wrong password succeeded";
-  } catch (const ConfigError& e) {
+  } catch (const ConnectionError& e) {
     EXPECT_NE(std::string(e.what()).find("password"), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
   }

@@ -130,9 +130,11 @@ void throw_failure(const Failure& f) {
         throw Error(ours, backend, err.substr(std::min(err.size(), at + marker.size() + 1)),
                     std::string(marker));
     }
+    // A refused password is the server's answer, as PostgreSQL's is: a connection error (exit 1
+    // on the CLI; a running relay retries, so a rotated password can be fixed without a restart).
     if (code == "WRONGPASS" || code == "NOAUTH" || code == "NOPERM" ||
         (code == "ERR" && err.find("AUTH") != std::string::npos))
-      throw ConfigError("redis: " + f.context + " failed (URL password): " + err, backend);
+      throw ConnectionError(backend, f.context + " failed (URL password): " + err, code);
     if (code == "OOM")
       throw Error(ErrorCode::backend, backend,
                   f.context + ": " + err + " (maxmemory reached; use noeviction)", code);
