@@ -134,7 +134,7 @@ void throw_failure(const Failure& f) {
     // on the CLI; a running relay retries, so a rotated password can be fixed without a restart).
     if (code == "WRONGPASS" || code == "NOAUTH" || code == "NOPERM" ||
         (code == "ERR" && err.find("AUTH") != std::string::npos))
-      throw ConnectionError(backend, f.context + " failed (URL password): " + err, code);
+      throw PasswordRefused(backend, f.context + " failed (URL password): " + err, code);
     if (code == "OOM")
       throw Error(ErrorCode::backend, backend,
                   f.context + ": " + err + " (maxmemory reached; use noeviction)", code);
@@ -197,6 +197,8 @@ bool Client::resolve_from_cluster(const core::HostPort& seed, Unreachable& last)
   Context ctx;
   try {
     ctx = connect_to(seed, options_.password, false);
+  } catch (const PasswordRefused&) {
+    throw;
   } catch (const ConnectionError& e) {
     last = {e.what(), e.native_code()};
     return false;
@@ -247,6 +249,8 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& 
     ctx = connect_to(sentinel, options_.sentinel_password, false);
   } catch (const ConfigError&) {
     throw;
+  } catch (const PasswordRefused&) {
+    throw;
   } catch (const Error& e) {
     last = {e.what(), e.native_code()};
     return false;
@@ -273,6 +277,8 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& 
   try {
     node = connect_to(hp, options_.password, false);
   } catch (const ConfigError&) {
+    throw;
+  } catch (const PasswordRefused&) {
     throw;
   } catch (const Error& e) {
     last = {e.what(), e.native_code()};
@@ -388,6 +394,8 @@ Reply Client::command(const std::vector<std::string_view>& args, bool idempotent
     std::unique_ptr<Connection> conn;
     try {
       conn = asking ? open(ask_target) : acquire();
+    } catch (const PasswordRefused&) {
+      throw;
     } catch (const ConnectionError&) {
       ask_target.clear();  // nothing was sent: safe to try again (from the master)
       if (!pause_or_give_up()) throw;

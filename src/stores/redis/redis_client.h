@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/url.h"
+#include "outpost/error.h"
 
 namespace outpost::redis_store {
 
@@ -130,8 +131,8 @@ class Client {
 // errors.cpp). `context` says what was done where ("EVALSHA claim at 127.0.0.1:7000").
 // - `reply_error` non-empty: the server's error reply; native_code is its first word (OOM,
 //   NOSCRIPT, WRONGPASS, ERR, OUTPOST_DUPLICATE, ...). Duplicate ids are conflict, an older
-//   layout corrupt, AUTH failures a ConfigError, LOADING/BUSY/MASTERDOWN/TRYAGAIN/CLUSTERDOWN/
-//   READONLY a retryable ConnectionError, the rest backend.
+//   layout corrupt, a refused password PasswordRefused, LOADING/BUSY/MASTERDOWN/TRYAGAIN/
+//   CLUSTERDOWN/READONLY a retryable ConnectionError, the rest backend.
 // - else a connection failure of `ctx` (null: could not allocate one); native_code is hiredis'
 //   error name (REDIS_ERR_IO, REDIS_ERR_EOF, REDIS_ERR_TIMEOUT, ...). `maybe_applied`: a write
 //   was sent and its reply lost, so the error is InDoubtError, else ConnectionError.
@@ -142,6 +143,15 @@ struct Failure {
   bool maybe_applied = false;
 };
 [[noreturn]] void throw_failure(const Failure& f);
+
+// A password the server refused (WRONGPASS, NOAUTH, NOPERM, "ERR AUTH ..."): to callers a
+// ConnectionError like PostgreSQL's refusal (exit 1 on the CLI; a running relay retries it), but
+// the client gives it up at once instead of trying the other seeds or reconnecting, so the
+// message names the password and comes without the reconnect tries' delay.
+class PasswordRefused : public ConnectionError {
+ public:
+  using ConnectionError::ConnectionError;
+};
 
 // Helpers over replies.
 std::string reply_string(const redisReply* r);
