@@ -2,11 +2,13 @@
 // lines parse back with event_from_json, data is on disk when deliver() returns, rotation,
 // standard output, and clear errors for a bad directory or URL.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -237,6 +239,36 @@ TEST(FileSink, BadUrlsAreConfigErrorsNamingThePart) {
   EXPECT_THROW(open_file_sink("file:"), ConfigError);
   EXPECT_THROW(open_file_sink("http://host/x"), ConfigError);
   EXPECT_THROW(open_file_sink("file://otherhost/tmp/x"), ConfigError);
+}
+
+// A named pipe or a character device (/dev/null) has nothing to sync: fdatasync() fails there
+// with EINVAL. Before, every batch written to one was reported failed after it had been written
+// (delivered again and again, then dead-lettered), as only standard output skipped the sync.
+TEST(FileSink, ANamedPipeOrADeviceIsWrittenWithoutSyncing) {
+  TempDir dir;
+  const std::string fifo = dir.path() + "/pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The reader first (non-blocking), so the sink's open for writing does not wait for one.
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  {
+    auto sink = open_file_sink("file:" + fifo);
+    std::vector<StoredEvent> batch = {make_event(1), make_event(2)};
+    auto results = sink->deliver(batch);
+    ASSERT_TRUE(results[0].ok()) << results[0].error;
+    ASSERT_TRUE(results[1].ok()) << results[1].error;
+  }
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(reader, got.data(), got.size());
+  ::close(reader);
+  ASSERT_GT(n, 0);
+  got.resize(static_cast<std::size_t>(n));
+  EXPECT_EQ(std::count(got.begin(), got.end(), '\n'), 2) << got;
+
+  auto null_sink = open_file_sink("file:/dev/null");
+  std::vector<StoredEvent> batch = {make_event(3)};
+  auto results = null_sink->deliver(batch);
+  EXPECT_TRUE(results[0].ok()) << results[0].error;
 }
 
 TEST(FileSink, DashWritesToStandardOutput) {

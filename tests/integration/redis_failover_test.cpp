@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -139,9 +140,12 @@ class PrivateCluster {
     std::filesystem::create_directories(dir_);
     for (int i = 0; i < masters * (1 + replicas); ++i) {
       std::uint16_t p = 0;
-      do {  // the cluster bus listens on port + 10000
+      // The cluster bus listens on port + 10000. A port is free until its server binds it, so
+      // free_port() may hand out one picked for an earlier node again: skip those.
+      do {
         p = free_port();
-      } while (p > 55535 || !port_is_free(static_cast<std::uint16_t>(p + 10000)));
+      } while (p > 55535 || !port_is_free(static_cast<std::uint16_t>(p + 10000)) ||
+               std::find(ports_.begin(), ports_.end(), p) != ports_.end());
       ports_.push_back(p);
       const std::string node_dir = dir_ + "/" + std::to_string(p);
       std::filesystem::create_directories(node_dir);

@@ -4,9 +4,12 @@
 // routing from any node. Shared servers come from OUTPOST_TEST_REDIS_URL /
 // OUTPOST_TEST_REDIS_CLUSTER_URL; tests that kill or restart a server start their own.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -477,31 +481,110 @@ TEST(RedisWriterLease, AStaleHolderIsFencedOffAndNothingIsLost) {
   EXPECT_GT(again.lease.fence, b_fence);
 }
 
-// Relays as processes: one is paused (SIGSTOP) past its lease mid-batch while a second one takes
-// over; when the first resumes its acks are fenced off. Every event is delivered by somebody.
+// The ids in JSON lines (a torn or partial last line is skipped).
+std::multiset<std::string> ids_in_lines(const std::string& text) {
+  std::multiset<std::string> ids;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      ids.insert(event_from_json(line).id.str());
+    } catch (const std::exception&) {
+    }
+  }
+  return ids;
+}
+
+// The reading end of a named pipe a relay's file sink writes to: the test reads at its own pace,
+// so the relay can never be further ahead than what was read plus what the pipe holds (64 KiB).
+class PipeReader {
+ public:
+  explicit PipeReader(std::string path) : path_(std::move(path)) {
+    if (::mkfifo(path_.c_str(), 0600) != 0) throw std::runtime_error("mkfifo " + path_);
+    // Open before the writer, without waiting for it, so the writer's open does not wait either.
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK);
+    if (fd_ < 0) throw std::runtime_error("open " + path_);
+  }
+  ~PipeReader() {
+    if (drainer_.joinable()) drainer_.join();
+    ::close(fd_);
+  }
+  // Reads what is there now (never waits).
+  void read_available() {
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(fd_, buf, sizeof buf)) > 0) data_.append(buf, static_cast<std::size_t>(n));
+  }
+  // From now on a thread reads everything until the writer closes its end (EOF).
+  void drain_in_background() {
+    ::fcntl(fd_, F_SETFL, 0);  // blocking reads
+    drainer_ = std::thread([this] {
+      char buf[65536];
+      ssize_t n;
+      while ((n = ::read(fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0) data_.append(buf, static_cast<std::size_t>(n));
+    });
+  }
+  // Everything read; after drain_in_background() only once the writer has exited.
+  std::string finish() {
+    if (drainer_.joinable()) drainer_.join();
+    return data_;
+  }
+  const std::string& data() const { return data_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::string data_;
+  std::thread drainer_;
+};
+
+// Relays as processes: one is paused (SIGSTOP) past its lease mid-outbox while a second one
+// takes over; when the first resumes its acks are fenced off. Every event is delivered by
+// somebody. Relay A writes into a named pipe the test reads: it has delivered only what the
+// test read (200 events) plus what the pipe holds when it is paused, so it is paused in the
+// middle of the outbox on any machine. (Before, A wrote to a file; under ASan it could deliver
+// all 3000 events before the test saw 200 and paused it, and B had nothing left to take over.)
 TEST(RedisWriterLease, RelayPausedPastItsLeaseLosesNothing) {
   REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
   const std::string prefix = testing::unique_name("pause_");
   PrefixGuard guard{base, prefix};
   const std::string url = with_prefix(base, prefix);
   auto store = open_redis_store(url);
-  constexpr int kEvents = 3000;
+  constexpr int kEvents = 3000;  // about 700 KB of JSON lines: ten times what the pipe holds
   for (int i = 0; i < kEvents; i += 500) store->append(make_events(500, 10));
-  const std::string file_a = temp_path("pause_a_"), file_b = temp_path("pause_b_");
+  const std::string pipe_a = temp_path("pause_a_"), file_b = temp_path("pause_b_");
+  // A delivery blocked on the full pipe is not a delivery timeout (the lease's 300 ms by
+  // default): A is to be paused holding its batch, not to fail it.
   auto relay_args = [&](const std::string& file) {
-    return std::vector<std::string>{OUTPOST_BIN,  "relay",        "--store", url,
-                                    "--sink",     "file:" + file, "--batch", "50",
-                                    "--lease-ms", "300",          "--quiet"};
+    return std::vector<std::string>{OUTPOST_BIN,
+                                    "relay",
+                                    "--store",
+                                    url,
+                                    "--sink",
+                                    "file:" + file,
+                                    "--batch",
+                                    "50",
+                                    "--lease-ms",
+                                    "300",
+                                    "--deliver-timeout-ms",
+                                    "60000",
+                                    "--quiet"};
   };
-  ServerProcess a(relay_args(file_a), file_a + ".log");
-  auto deadline = SteadyClock::now() + 10s;
-  while (ids_in_file(file_a).size() < 200 && SteadyClock::now() < deadline)
+  PipeReader reader(pipe_a);
+  ServerProcess a(relay_args(pipe_a), pipe_a + ".log");
+  auto deadline = SteadyClock::now() + 30s;
+  while (ids_in_lines(reader.data()).size() < 200 && SteadyClock::now() < deadline) {
+    reader.read_available();
     std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_GE(ids_in_lines(reader.data()).size(), 200u) << "relay A delivered too little";
   a.signal(SIGSTOP);
   ServerProcess b(relay_args(file_b), file_b + ".log");
-  deadline = SteadyClock::now() + 10s;
+  deadline = SteadyClock::now() + 30s;
   while (ids_in_file(file_b).size() < 200 && SteadyClock::now() < deadline)
     std::this_thread::sleep_for(5ms);
+  reader.drain_in_background();
   a.signal(SIGCONT);
   deadline = SteadyClock::now() + 30s;
   StoreStats s;
@@ -514,16 +597,17 @@ TEST(RedisWriterLease, RelayPausedPastItsLeaseLosesNothing) {
   b.stop();
   EXPECT_EQ(s.pending + s.leased, 0);
   EXPECT_EQ(s.dead, 0);
-  auto got_a = ids_in_file(file_a), got_b = ids_in_file(file_b);
+  auto got_a = ids_in_lines(reader.finish()), got_b = ids_in_file(file_b);
   std::set<std::string> all(got_a.begin(), got_a.end());
   all.insert(got_b.begin(), got_b.end());
   EXPECT_EQ(all.size(), static_cast<std::size_t>(kEvents)) << "an event was lost";
-  EXPECT_GT(got_b.size(), 0u) << "the second relay never took over";
+  EXPECT_GE(got_b.size(), 200u) << "the second relay did not take over";
+  EXPECT_LT(got_a.size(), static_cast<std::size_t>(kEvents)) << "A delivered everything itself";
   // Duplicates only from batches a relay reports it could not settle as its own (guarantee 4):
   // the ones A held at the pause (fenced off when it resumed) and any whose 300 ms lease
   // expired on a busy machine (on a quiet one: one or two batches of A, 50-100 events).
   const std::size_t unsettled =
-      unsettled_batches_in_log(file_a + ".log") + unsettled_batches_in_log(file_b + ".log");
+      unsettled_batches_in_log(pipe_a + ".log") + unsettled_batches_in_log(file_b + ".log");
   EXPECT_LE(got_a.size() + got_b.size() - all.size(), unsettled * 50)
       << "A delivered " << got_a.size() << ", B " << got_b.size() << ", distinct " << all.size()
       << "; unsettled batches reported: " << unsettled;

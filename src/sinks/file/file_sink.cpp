@@ -150,10 +150,14 @@ class FileSink final : public Sink {
       }
       done += static_cast<std::size_t>(n);
     }
-    if (stdout_ && !regular_) {
+    // Only a regular file is made durable: a pipe, a FIFO or a character device (a terminal,
+    // /dev/null) has nothing to sync, and fdatasync() fails there with EINVAL after the write
+    // went through. Standard output is looked at again each batch (it is known only when used).
+    if (!regular_) {
+      if (!stdout_) return {};
       struct stat st {};
       regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-      if (!regular_) return {};  // a pipe or terminal: nothing to sync
+      if (!regular_) return {};
     }
     while (::fdatasync(fd) != 0) {
       if (errno == EINTR) continue;
