@@ -141,11 +141,14 @@ class PrivateCluster {
     for (int i = 0; i < masters * (1 + replicas); ++i) {
       std::uint16_t p = 0;
       // The cluster bus listens on port + 10000. A port is free until its server binds it, so
-      // free_port() may hand out one picked for an earlier node again: skip those.
+      // free_port() may hand out one picked for an earlier node (or its bus) again: skip those.
+      auto picked = [&](int q) {
+        return std::find(ports_.begin(), ports_.end(), q) != ports_.end();
+      };
       do {
         p = free_port();
-      } while (p > 55535 || !port_is_free(static_cast<std::uint16_t>(p + 10000)) ||
-               std::find(ports_.begin(), ports_.end(), p) != ports_.end());
+      } while (p > 55535 || !port_is_free(static_cast<std::uint16_t>(p + 10000)) || picked(p) ||
+               picked(p - 10000) || picked(p + 10000));
       ports_.push_back(p);
       const std::string node_dir = dir_ + "/" + std::to_string(p);
       std::filesystem::create_directories(node_dir);

@@ -107,8 +107,17 @@ class FileSink final : public Sink {
     if (::fstat(fd, &st) == 0) {
       dev_ = st.st_dev;
       ino_ = st.st_ino;
-      regular_ = S_ISREG(st.st_mode);
     }
+    sync_ = worth_syncing(fd);
+  }
+
+  // fdatasync() makes a file or block device durable; a pipe, a socket or a character device
+  // (a terminal, /dev/null) has nothing to sync, and fdatasync() fails there with EINVAL after
+  // the write went through. When the type cannot be read, sync (an error is then reported).
+  static bool worth_syncing(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return true;
+    return !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode));
   }
 
   // Reopens when the file was rotated away (renamed, removed) or a previous fsync failed (after
@@ -150,15 +159,10 @@ class FileSink final : public Sink {
       }
       done += static_cast<std::size_t>(n);
     }
-    // Only a regular file is made durable: a pipe, a FIFO or a character device (a terminal,
-    // /dev/null) has nothing to sync, and fdatasync() fails there with EINVAL after the write
-    // went through. Standard output is looked at again each batch (it is known only when used).
-    if (!regular_) {
-      if (!stdout_) return {};
-      struct stat st {};
-      regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-      if (!regular_) return {};
-    }
+    // Nothing to sync on a pipe or device (worth_syncing). Standard output is looked at again
+    // each batch until it is worth it (it is known only when used).
+    if (stdout_ && !sync_) sync_ = worth_syncing(fd);
+    if (!sync_) return {};
     while (::fdatasync(fd) != 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -189,7 +193,7 @@ class FileSink final : public Sink {
   Fd fd_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
-  bool regular_ = false;
+  bool sync_ = false;   // fdatasync() after each batch (worth_syncing)
   std::string buffer_;  // reused across batches
   mutable std::mutex closed_mu_;
   std::string closed_;  // guarded by closed_mu_: why the destination is gone for good
