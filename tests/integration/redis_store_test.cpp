@@ -124,10 +124,10 @@ std::vector<EventId> ids_of(const std::vector<StoredEvent>& events) {
   return ids;
 }
 
-// Ids of the events in a file sink's JSON lines (a torn last line of a killed writer is skipped).
-std::multiset<std::string> ids_in_file(const std::string& path) {
+// Ids of the events in a file sink's JSON lines (a torn last line of a killed writer, or a
+// partial one still being written, is skipped).
+std::multiset<std::string> ids_in(std::istream& in) {
   std::multiset<std::string> ids;
-  std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     try {
@@ -136,6 +136,14 @@ std::multiset<std::string> ids_in_file(const std::string& path) {
     }
   }
   return ids;
+}
+std::multiset<std::string> ids_in_file(const std::string& path) {
+  std::ifstream in(path);
+  return ids_in(in);
+}
+std::multiset<std::string> ids_in_lines(const std::string& text) {
+  std::istringstream in(text);
+  return ids_in(in);
 }
 
 // Batches the relays logging to `log_path` may have delivered without settling them as their own
@@ -479,20 +487,6 @@ TEST(RedisWriterLease, AStaleHolderIsFencedOffAndNothingIsLost) {
   auto again = a->claim(10, 5s);
   ASSERT_EQ(again.events.size(), 1u);
   EXPECT_GT(again.lease.fence, b_fence);
-}
-
-// The ids in JSON lines (a torn or partial last line is skipped).
-std::multiset<std::string> ids_in_lines(const std::string& text) {
-  std::multiset<std::string> ids;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    try {
-      ids.insert(event_from_json(line).id.str());
-    } catch (const std::exception&) {
-    }
-  }
-  return ids;
 }
 
 // The reading end of a named pipe a relay's file sink writes to: the test reads at its own pace,
