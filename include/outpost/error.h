@@ -3,6 +3,7 @@
 // everything in one place; subclasses only where a catch site behaves differently.
 // Inside the relay's hot path per-event outcomes are values (see sink.h), never exceptions.
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -68,6 +69,20 @@ class InDoubtError : public Error {
  public:
   InDoubtError(std::string backend, const std::string& message)
       : Error(ErrorCode::in_doubt, std::move(backend), message) {}
+};
+
+// The destination of a delivery is down or busy, not refusing the event. A handler throws it
+// (or a subclass) to say "pause me and try later" instead of spending one of the event's
+// attempts; sinks report it as DeliveryResult::unavailable (docs/relay.md, "Failure classes").
+class UnavailableError : public Error {
+ public:
+  explicit UnavailableError(const std::string& message, std::chrono::milliseconds retry_after = std::chrono::milliseconds{0},
+                            std::string backend = "handler")
+      : Error(ErrorCode::connection, std::move(backend), message), retry_after_(retry_after) {}
+  std::chrono::milliseconds retry_after() const noexcept { return retry_after_; }
+
+ private:
+  std::chrono::milliseconds retry_after_;
 };
 
 }  // namespace outpost

@@ -99,6 +99,10 @@ inline constexpr std::size_t kMaxHeaderValueBytes = 8 * 1024;
 struct StoredEvent : Event {
   std::int64_t seq = 0;  // the store's sequence: emit (commit) order; defines per-key order
   int attempts = 0;      // delivery attempts so far, counting the current one after a claim
+  // Claims of this event whose lease expired with no outcome recorded (the relay died or hung,
+  // or could not write the outcome to the store). Not delivery attempts: a separate counter with
+  // its own limit detects an event that crashes relays (docs/relay.md, "Crash counting").
+  int crashes = 0;
 };
 
 struct DeadEvent : StoredEvent {

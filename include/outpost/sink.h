@@ -15,16 +15,28 @@ namespace outpost {
 struct DeliveryResult {
   enum class Status {
     delivered,  // the destination confirmed (handler returned, fsync, 2xx, broker ack)
-    failed,     // not delivered; `error` says why; the relay reschedules or dead-letters it
+    failed,     // refused: the destination answered and rejected this event (HTTP 4xx, a record
+                // the broker rejects, a handler's ordinary exception); `error` says why; an
+                // attempt: the relay reschedules or dead-letters it
     skipped,    // not attempted (an earlier event of its key failed in this call, or stopping)
+    // The destination is down or busy, not refusing this event: connection refused or reset,
+    // connect/request timeout, DNS, TLS handshake, HTTP 429/502/503/504, broker not available,
+    // message timeout, no space on the sink's disk. No attempt is counted: the relay pauses the
+    // sink, probes it, and delivers again once it answers (docs/relay.md, "Failure classes").
+    unavailable,
   };
   Status status = Status::delivered;
   std::string error;
+  // With `unavailable`: how long the destination asked us to wait (HTTP Retry-After); 0: unknown.
+  Duration retry_after{0};
 
   bool ok() const { return status == Status::delivered; }
   static DeliveryResult delivered() { return {}; }
   static DeliveryResult failed(std::string why) { return {Status::failed, std::move(why)}; }
   static DeliveryResult skipped(std::string why = {}) { return {Status::skipped, std::move(why)}; }
+  static DeliveryResult unavailable(std::string why, Duration retry_after = Duration{0}) {
+    return {Status::unavailable, std::move(why), retry_after};
+  }
   // The hold-back rule of the Sink contract below, in one place: once an event of a non-empty key
   // failed, the later events of that key in the same call are not delivered but reported this.
   static DeliveryResult held_back(std::string_view key) {

@@ -62,6 +62,7 @@ void decide(Batch& batch, const DecideRules& rules, const DeliveryErrorFn& repor
         batch.acks.push_back(e.id);
         break;
       case DeliveryResult::Status::skipped:
+      case DeliveryResult::Status::unavailable:  // not this event's fault: no attempt counted
         batch.releases.push_back(e.id);
         break;
       case DeliveryResult::Status::failed: {
