@@ -21,6 +21,7 @@
 #include "outpost/error.h"
 #include "outpost/sinks/http.h"
 #include "sink_cases.h"
+#include "sinks/http/http_classify.h"
 
 namespace outpost::testing {
 namespace {
@@ -152,6 +153,18 @@ const bool registered = register_sink_case({
           f.cleanup = [] {};
           return f;
         },
+    .make_down =
+        [] {
+          std::string url;
+          {
+            HookServer gone;  // a port that was just free and now has no listener
+            url = gone.url("/events?concurrency=2&timeout_ms=2000");
+          }
+          SinkFixture f;
+          f.url = url;
+          f.sink = open_http_sink(url);
+          return f;
+        },
 });
 
 StoredEvent make_event(std::string key, int i = 0) {
@@ -175,12 +188,14 @@ TEST(HttpSink, ServerErrorFailsWithStatusAndBodyExcerpt) {
   std::vector<StoredEvent> batch = {make_event("a")};
   auto results = sink->deliver(batch);
   ASSERT_EQ(results.size(), 1u);
+  // A 500 is this request failing in the webhook: refused, an attempt (docs/sinks_file_http.md).
   EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
-  EXPECT_EQ(results[0].error.rfind("HTTP 500: boom: database down", 0), 0u) << results[0].error;
+  EXPECT_EQ(results[0].error.rfind("refused: HTTP 500: boom: database down", 0), 0u)
+      << results[0].error;
   EXPECT_LT(results[0].error.size(), 300u) << "the body is cut to an excerpt";
 }
 
-TEST(HttpSink, SlowServerFailsNamingTheTimeout) {
+TEST(HttpSink, SlowServerIsUnavailableNamingTheTimeout) {
   HookServer* self = nullptr;
   HookServer server([&self](const Recorded&, httplib::Response&) { self->sleep(3s); });
   self = &server;
@@ -189,8 +204,8 @@ TEST(HttpSink, SlowServerFailsNamingTheTimeout) {
   auto start = std::chrono::steady_clock::now();
   auto results = sink->deliver(batch);
   auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
-  EXPECT_NE(results[0].error.find("timeout"), std::string::npos) << results[0].error;
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(results[0].error.rfind("unavailable: timeout", 0), 0u) << results[0].error;
   EXPECT_NE(results[0].error.find("200 ms"), std::string::npos) << results[0].error;
   EXPECT_LT(took, 2s);
   sink.reset();
@@ -341,8 +356,8 @@ TEST(HttpSink, AFailedEventSkipsTheLaterEventsOfItsKeyOnly) {
   std::string poison;
   HookServer server([&poison](const Recorded& r, httplib::Response& res) {
     if (r.header("ce-id") == poison) {
-      res.status = 503;
-      res.set_content("try later", "text/plain");
+      res.status = 422;
+      res.set_content("bad amount", "text/plain");
     }
   });
   auto sink = open_http_sink(server.url("/hook?concurrency=3"));
@@ -352,7 +367,7 @@ TEST(HttpSink, AFailedEventSkipsTheLaterEventsOfItsKeyOnly) {
   auto results = sink->deliver(batch);
   ASSERT_EQ(results.size(), batch.size());
   EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
-  EXPECT_EQ(results[0].error, "HTTP 503: try later");
+  EXPECT_EQ(results[0].error, "refused: HTTP 422: bad amount");
   EXPECT_EQ(results[2].status, DeliveryResult::Status::skipped);
   EXPECT_EQ(results[4].status, DeliveryResult::Status::skipped);
   EXPECT_TRUE(results[1].ok());
@@ -376,11 +391,11 @@ TEST(HttpSink, RedirectIsNotFollowed) {
   std::vector<StoredEvent> batch = {make_event("a")};
   auto results = sink->deliver(batch);
   EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
-  EXPECT_EQ(results[0].error.rfind("HTTP 302", 0), 0u) << results[0].error;
+  EXPECT_EQ(results[0].error.rfind("refused: HTTP 302", 0), 0u) << results[0].error;
   EXPECT_EQ(server.wait_for(1).size(), 1u);
 }
 
-TEST(HttpSink, ConnectionRefusedFailsWithCurlsText) {
+TEST(HttpSink, ConnectionRefusedIsUnavailableAndStopsTheBatch) {
   std::string url;
   {
     HookServer gone;  // a port that was just free and now has no listener
@@ -389,10 +404,119 @@ TEST(HttpSink, ConnectionRefusedFailsWithCurlsText) {
   auto sink = open_http_sink(url + "?timeout_ms=2000");
   std::vector<StoredEvent> batch = {make_event("a"), make_event("a"), make_event("b")};
   auto results = sink->deliver(batch);
-  EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
-  EXPECT_NE(results[0].error.find("127.0.0.1"), std::string::npos) << results[0].error;
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(results[0].error.rfind("unavailable: connection refused: ", 0), 0u) << results[0].error;
+  EXPECT_NE(results[0].error.find("(POST " + url + ")"), std::string::npos) << results[0].error;
+  EXPECT_EQ(results[0].retry_after, Duration{0});
   EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped);
-  EXPECT_EQ(results[2].status, DeliveryResult::Status::failed);
+  // Not tried: the webhook was found down by the request before.
+  EXPECT_EQ(results[2].status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(results[2].error.rfind("unavailable: not sent", 0), 0u) << results[2].error;
+}
+
+// Failure classes (docs/sinks_file_http.md): the answers that say "not now" are unavailable
+// with the Retry-After the webhook asked for; every other non-2xx is refused (an attempt).
+TEST(HttpSink, EachStatusIsUnavailableOrRefused) {
+  std::atomic<int> status{200};
+  std::string retry_after;  // set before each deliver, read by the server thread during it
+  HookServer server([&](const Recorded&, httplib::Response& res) {
+    res.status = status.load();
+    if (!retry_after.empty()) res.set_header("Retry-After", retry_after);
+    res.set_content("said " + std::to_string(res.status), "text/plain");
+  });
+  auto sink = open_http_sink(server.url());
+  auto deliver_one = [&](int code, std::string hint = {}) {
+    status = code;
+    retry_after = std::move(hint);
+    std::vector<StoredEvent> batch = {make_event("k")};
+    return sink->deliver(batch).at(0);
+  };
+
+  auto r = deliver_one(503, "2");
+  EXPECT_EQ(r.status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(r.retry_after, std::chrono::milliseconds(2000));
+  EXPECT_EQ(r.error, "unavailable: HTTP 503 (Retry-After: 2): said 503");
+
+  r = deliver_one(429, "7");
+  EXPECT_EQ(r.status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(r.retry_after, std::chrono::milliseconds(7000));
+
+  for (int code : {429, 502, 503, 504, 408}) {
+    r = deliver_one(code);
+    EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << code << ": " << r.error;
+    EXPECT_EQ(r.retry_after, Duration{0}) << code;
+    EXPECT_EQ(r.error.rfind("unavailable: HTTP " + std::to_string(code), 0), 0u) << r.error;
+  }
+  for (int code : {400, 401, 403, 404, 409, 413, 422, 500, 501}) {
+    r = deliver_one(code, "5");  // a Retry-After on a refusal changes nothing
+    EXPECT_EQ(r.status, DeliveryResult::Status::failed) << code << ": " << r.error;
+    EXPECT_EQ(r.retry_after, Duration{0}) << code;
+    EXPECT_EQ(r.error, "refused: HTTP " + std::to_string(code) + ": said " + std::to_string(code));
+  }
+  EXPECT_TRUE(deliver_one(204).ok());
+}
+
+// Once the webhook answered 503, the rest of the batch is not sent: each request would only
+// find it down again (with a connect timeout, one timeout per event).
+TEST(HttpSink, AnUnavailableWebhookIsNotHammered) {
+  HookServer server([](const Recorded&, httplib::Response& res) {
+    res.status = 503;
+    res.set_header("Retry-After", "3");
+  });
+  auto sink = open_http_sink(server.url("/hook?concurrency=2"));
+  std::vector<StoredEvent> batch;
+  for (int i = 0; i < 12; ++i) batch.push_back(make_event("key-" + std::to_string(i % 5), i));
+  auto results = sink->deliver(batch);
+  ASSERT_EQ(results.size(), batch.size());
+  std::set<std::string> keys_seen;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (keys_seen.insert(batch[i].key).second) {
+      EXPECT_EQ(results[i].status, DeliveryResult::Status::unavailable) << i << results[i].error;
+      EXPECT_EQ(results[i].retry_after, std::chrono::milliseconds(3000)) << i;
+    } else {
+      EXPECT_EQ(results[i].status, DeliveryResult::Status::skipped) << i << results[i].error;
+    }
+  }
+  // Two were in flight when the first 503 came back; nothing was started after it.
+  EXPECT_LE(server.wait_for(3, 200ms).size(), 2u);
+}
+
+TEST(HttpClassify, CurlCodesAndStatuses) {
+  using http::classify;
+  using http::Outcome;
+  EXPECT_EQ(classify(CURLE_OK, 200), Outcome::delivered);
+  EXPECT_EQ(classify(CURLE_OK, 204), Outcome::delivered);
+  for (long status : {408L, 429L, 502L, 503L, 504L})
+    EXPECT_EQ(classify(CURLE_OK, status), Outcome::unavailable) << status;
+  for (long status : {301L, 302L, 400L, 401L, 403L, 404L, 409L, 413L, 422L, 500L, 501L, 505L})
+    EXPECT_EQ(classify(CURLE_OK, status), Outcome::refused) << status;
+  for (CURLcode code : {CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_OPERATION_TIMEDOUT,
+                        CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING,
+                        CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION})
+    EXPECT_EQ(classify(code, 0), Outcome::unavailable) << curl_easy_strerror(code);
+  for (CURLcode code : {CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY})
+    EXPECT_EQ(classify(code, 0), Outcome::refused) << curl_easy_strerror(code);
+}
+
+TEST(HttpClassify, RetryAfterInSecondsOrAsADate) {
+  using http::parse_retry_after;
+  using std::chrono::milliseconds;
+  // A fixed "now" (2026-10-21 07:28:00 UTC) so the date forms need no clock.
+  const auto now = std::chrono::system_clock::from_time_t(1792567680);
+  EXPECT_EQ(parse_retry_after("2", now), milliseconds(2000));
+  EXPECT_EQ(parse_retry_after(" 120 ", now), milliseconds(120'000));
+  EXPECT_EQ(parse_retry_after("0", now), milliseconds(0));
+  EXPECT_EQ(parse_retry_after("86400", now), http::kMaxRetryAfter) << "capped";
+  EXPECT_EQ(parse_retry_after("99999999999999999999999", now), http::kMaxRetryAfter);
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2026 07:28:30 GMT", now), milliseconds(30'000));
+  EXPECT_EQ(parse_retry_after("Wednesday, 21-Oct-26 07:29:00 GMT", now), milliseconds(60'000));
+  EXPECT_EQ(parse_retry_after("Wed Oct 21 07:28:05 2026", now), milliseconds(5'000));
+  EXPECT_EQ(parse_retry_after("Thu, 22 Oct 2026 07:28:00 GMT", now), http::kMaxRetryAfter);
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2026 07:00:00 GMT", now), milliseconds(0)) << "past";
+  EXPECT_EQ(parse_retry_after("", now), milliseconds(0));
+  EXPECT_EQ(parse_retry_after("soon", now), milliseconds(0));
+  EXPECT_EQ(parse_retry_after("-5", now), milliseconds(0));
+  EXPECT_EQ(parse_retry_after("1.5", now), milliseconds(0));
 }
 
 TEST(HttpSink, BadUrlsAreConfigErrorsNamingThePart) {

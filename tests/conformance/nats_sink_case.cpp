@@ -59,6 +59,7 @@ const bool registered = register_sink_case({
           f.cleanup = [stream] { nats_delete_stream(nats_url(), stream); };
           return f;
         },
+    .make_down = nullptr,  // not yet classified: skipped by SinkDown
 });
 
 class NatsSink : public ::testing::Test {

@@ -64,6 +64,7 @@ const bool registered = register_sink_case({
           f.cleanup = [stream] { delete_keys({stream}); };
           return f;
         },
+    .make_down = nullptr,  // not yet classified: skipped by SinkDown
 });
 
 class RedisStreamSink : public ::testing::Test {

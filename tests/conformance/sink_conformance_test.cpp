@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -206,12 +207,70 @@ TEST_P(SinkConformance, PayloadKindsArriveAsTheyWentIn) {
   }
 }
 
+// A destination that is down is an outage, not a refusal of each event (docs/sinks.md, "Failure
+// classes"): the sink reports `unavailable`, so the relay pauses instead of spending attempts.
+class SinkDown : public ::testing::TestWithParam<SinkCase> {
+ protected:
+  void SetUp() override {
+    std::string why = GetParam().unavailable_reason();
+    if (!why.empty()) {
+      if (require_all_endpoints())
+        FAIL() << "sink case " << GetParam().name << " unavailable: " << why;
+      GTEST_SKIP() << why;
+    }
+    if (!GetParam().make_down)
+      GTEST_SKIP() << "sink case " << GetParam().name
+                   << " says nothing yet about a destination that is down";
+    fixture_ = GetParam().make_down();
+    if (!fixture_.skip.empty()) GTEST_SKIP() << fixture_.skip;
+    ASSERT_TRUE(fixture_.sink) << "the case made no sink";
+  }
+  void TearDown() override {
+    if (fixture_.sink) fixture_.sink->close();
+    fixture_.sink.reset();
+    if (fixture_.cleanup) fixture_.cleanup();
+  }
+
+  SinkFixture fixture_;
+};
+
+TEST_P(SinkDown, ADestinationThatIsDownIsUnavailableNotRefused) {
+  auto events = make_events(8);
+  const std::vector<std::string> keys = {"a", "b", "a", "", "c", "b", "a", ""};
+  for (std::size_t i = 0; i < events.size(); ++i) events[i].key = keys[i];
+  const auto start = std::chrono::steady_clock::now();
+  auto results = fixture_.sink->deliver(events);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(results.size(), events.size()) << "one result per event";
+  std::set<std::string> keys_seen;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& r = results[i];
+    const bool later_of_key = !keys[i].empty() && !keys_seen.insert(keys[i]).second;
+    if (later_of_key) {
+      EXPECT_TRUE(r.status == DeliveryResult::Status::unavailable ||
+                  r.status == DeliveryResult::Status::skipped)
+          << "event " << i << " (key " << keys[i] << "): " << static_cast<int>(r.status) << " "
+          << r.error;
+    } else {
+      EXPECT_EQ(r.status, DeliveryResult::Status::unavailable)
+          << "event " << i << " (first of key '" << keys[i] << "'): " << r.error;
+    }
+    if (r.status == DeliveryResult::Status::unavailable) {
+      EXPECT_EQ(r.error.rfind("unavailable: ", 0), 0u) << "the text names the class: " << r.error;
+    }
+  }
+  // The down cases use a 1-2 s timeout: the call waits for it about once, not once per event.
+  EXPECT_LT(took, std::chrono::seconds(30));
+}
+
 std::string case_name(const ::testing::TestParamInfo<SinkCase>& info) {
   return info.param.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sinks, SinkConformance, ::testing::ValuesIn(sink_cases()), case_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SinkConformance);
+INSTANTIATE_TEST_SUITE_P(Sinks, SinkDown, ::testing::ValuesIn(sink_cases()), case_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(SinkDown);
 
 }  // namespace
 }  // namespace outpost::testing

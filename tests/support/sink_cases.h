@@ -31,12 +31,19 @@ struct SinkFixture {
   std::function<std::vector<ReceivedEvent>(std::size_t expected)> read_back;
   std::string url;  // the sink URL for the CLI
   std::function<void()> cleanup;
+  // From SinkCase::make_down only: non-empty when this machine cannot make the destination
+  // unavailable (e.g. no permission to mount a tiny tmpfs); the test is skipped saying why.
+  std::string skip;
 };
 
 struct SinkCase {
   std::string name;                                 // gtest-safe
   std::function<std::string()> unavailable_reason;  // empty when available
   std::function<SinkFixture()> make;                // fresh destination (unique topic/stream/file)
+  // A sink whose destination is down or full (nothing listening, every broker down, a full
+  // disk), with a short timeout (1-2 s): its deliveries must come back `unavailable`, never
+  // `failed` (docs/sinks.md, "Failure classes"). read_back is not used.
+  std::function<SinkFixture()> make_down;
 };
 
 bool register_sink_case(SinkCase sink_case);

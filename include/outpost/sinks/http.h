@@ -9,9 +9,12 @@
 // ce-time, ce-partitionkey when the key is not empty, ce-<name> for each event header) and
 // `Idempotency-Key: <event id>` so the receiver can deduplicate redeliveries.
 //
-// Outcome: a 2xx response is delivered; any other status fails the event with
-// "HTTP <status>: <first ~200 bytes of the body>"; a timeout or connection error fails it with
-// curl's text. Redirects are not followed (a 3xx is a failure).
+// Outcome: a 2xx response is delivered. Otherwise the failure class (docs/sinks_file_http.md,
+// "Failure classes"): no answer (DNS, connection refused or reset, timeout, TLS) and the statuses
+// 408/429/502/503/504 are `unavailable` ("unavailable: HTTP 503 (Retry-After: 2): <body>", with
+// the Retry-After as retry_after), and the rest of the batch is not sent; every other status is
+// refused, `failed` ("refused: HTTP 404: <first ~200 bytes of the body>"). Redirects are not
+// followed (a 3xx is refused).
 //
 // Parameters (removed from the URL that is called; every other query parameter stays, it
 // belongs to the webhook):

@@ -3,6 +3,8 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,10 +15,78 @@
 
 #include "core/cloudevents.h"
 #include "core/redact.h"
+#include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#include "sinks/http/http_classify.h"
 
 namespace outpost {
+
+namespace http {
+
+Outcome classify(CURLcode code, long status) {
+  if (code != CURLE_OK) {
+    switch (code) {
+      case CURLE_COULDNT_RESOLVE_PROXY:
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_COULDNT_CONNECT:
+      case CURLE_OPERATION_TIMEDOUT:
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+      case CURLE_GOT_NOTHING:   // the connection closed before a response (server restarting)
+      case CURLE_PARTIAL_FILE:  // ... or in the middle of one
+      case CURLE_SSL_CONNECT_ERROR:
+      case CURLE_PEER_FAILED_VERIFICATION:  // the webhook's certificate: no event can get through
+      case CURLE_HTTP2:
+      case CURLE_HTTP2_STREAM:
+      case CURLE_HTTP3:
+      case CURLE_QUIC_CONNECT_ERROR:
+      case CURLE_PROXY:
+      case CURLE_NO_CONNECTION_AVAILABLE:
+        return Outcome::unavailable;
+      default:
+        return Outcome::refused;
+    }
+  }
+  if (status >= 200 && status < 300) return Outcome::delivered;
+  switch (status) {
+    case 408:  // Request Timeout: the server gave up waiting for the request, not on the event
+    case 429:  // Too Many Requests
+    case 502:  // Bad Gateway: the proxy in front of the webhook cannot reach it
+    case 503:  // Service Unavailable
+    case 504:  // Gateway Timeout
+      return Outcome::unavailable;
+    default:
+      return Outcome::refused;
+  }
+}
+
+Duration parse_retry_after(std::string_view value, std::chrono::system_clock::time_point now) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  if (value.empty()) return Duration{0};
+  const auto max_seconds = std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryAfter).count();
+  std::int64_t seconds = 0;
+  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (ec == std::errc::result_out_of_range) return kMaxRetryAfter;
+    if (ec != std::errc() || end != value.data() + value.size()) return Duration{0};
+  } else {
+    // An HTTP-date in any of the three forms RFC 9110 allows; curl_getdate parses them all.
+    std::string text(value);
+    const time_t at = curl_getdate(text.c_str(), nullptr);
+    if (at == -1) return Duration{0};
+    const auto wait = std::chrono::system_clock::from_time_t(at) - now;
+    if (wait <= std::chrono::system_clock::duration::zero()) return Duration{0};
+    if (wait >= kMaxRetryAfter) return kMaxRetryAfter;
+    return std::chrono::duration_cast<Duration>(wait);
+  }
+  if (seconds >= max_seconds) return kMaxRetryAfter;
+  return std::chrono::duration_cast<Duration>(std::chrono::seconds(seconds));
+}
+
+}  // namespace http
+
 namespace {
 
 constexpr std::size_t kBodyExcerpt = 200;          // bytes of an error response kept in the error
@@ -80,6 +150,7 @@ struct Request {
   EasyPtr easy;
   SlistPtr headers;
   std::string body_excerpt;
+  std::string retry_after;  // the response's Retry-After header value, if any
   char errbuf[CURL_ERROR_SIZE] = {};
   std::size_t index = 0;  // event index in the current batch
   bool busy = false;
@@ -95,6 +166,26 @@ std::size_t write_body(char* data, std::size_t size, std::size_t nmemb, void* us
       req->body_excerpt.append(data, std::min(n, kBodyExcerpt - req->body_excerpt.size()));
   } catch (...) {
     // Out of memory: the excerpt is only for messages; keep reading.
+  }
+  return n;
+}
+
+// Keeps the Retry-After header of the response (http::parse_retry_after reads it). A C callback:
+// must not throw.
+std::size_t read_header(char* data, std::size_t size, std::size_t nitems, void* user) noexcept {
+  std::size_t n = size * nitems;
+  static constexpr std::string_view kName = "retry-after:";
+  std::string_view line(data, n);
+  if (line.size() > kName.size() && iequals(line.substr(0, kName.size()), kName)) {
+    std::string_view value = line.substr(kName.size());
+    auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+    while (!value.empty() && space(value.front())) value.remove_prefix(1);
+    while (!value.empty() && space(value.back())) value.remove_suffix(1);
+    try {
+      static_cast<Request*>(user)->retry_after.assign(value.substr(0, 100));
+    } catch (...) {
+      // Out of memory: without the hint the relay backs off on its own schedule.
+    }
   }
   return n;
 }
@@ -191,6 +282,9 @@ class HttpSink final : public Sink {
         if (events[i].key.empty() || seen.try_emplace(events[i].key, true).second) ready.insert(i);
     }
 
+    // Once a request found the webhook unavailable, nothing more is started: each request would
+    // only find it down again, a connect timeout at a time (docs/sinks_file_http.md).
+    const DeliveryResult* down = nullptr;
     std::size_t in_flight = 0;
     while (!ready.empty() || in_flight > 0) {
       if (control && cut_short(*control, results, ready)) return;
@@ -222,7 +316,16 @@ class HttpSink final : public Sink {
           // The key's later events must not overtake the failed one (guarantee 5).
           for (; next < n; next = next_in_chain[next])
             results[next] = DeliveryResult::held_back(events[i].key);
+          if (results[i].status == DeliveryResult::Status::unavailable && !down) down = &results[i];
         }
+      }
+      if (down) {
+        for (std::size_t head : ready) {
+          results[head] = core::not_sent_while_unavailable(*down);
+          for (std::size_t next = next_in_chain[head]; next < n; next = next_in_chain[next])
+            results[next] = DeliveryResult::held_back(events[head].key);
+        }
+        ready.clear();
       }
       if (!finished_any && in_flight > 0) {
         // With a control, look at it again at least every DeliveryControl::kPollInterval.
@@ -264,6 +367,7 @@ class HttpSink final : public Sink {
     curl_easy_reset(h);
     req->index = index;
     req->body_excerpt.clear();
+    req->retry_after.clear();
     req->errbuf[0] = '\0';
 
     curl_slist* list = nullptr;
@@ -302,6 +406,8 @@ class HttpSink final : public Sink {
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &write_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, req);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &read_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, req);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, req->errbuf);
     curl_easy_setopt(h, CURLOPT_PRIVATE, req);
     // OUTPOST_VERSION: the project version, from CMake (src/sinks/http/CMakeLists.txt).
@@ -312,21 +418,53 @@ class HttpSink final : public Sink {
     req->busy = true;
   }
 
+  // The one place a request's result becomes an outcome; the class comes from http::classify.
   DeliveryResult outcome(const Request& req, CURLcode code) const {
-    if (code != CURLE_OK) {
-      std::string text =
-          config_.secrets.redact(req.errbuf[0] ? req.errbuf : curl_easy_strerror(code));
-      if (code == CURLE_OPERATION_TIMEDOUT)
-        return DeliveryResult::failed("timeout after " + std::to_string(config_.timeout_ms) +
-                                      " ms (timeout_ms): " + text);
-      return DeliveryResult::failed("POST " + config_.shown + ": " + text);
-    }
     long status = 0;
-    curl_easy_getinfo(req.easy.get(), CURLINFO_RESPONSE_CODE, &status);
-    if (status >= 200 && status < 300) return DeliveryResult::delivered();
-    std::string why = "HTTP " + std::to_string(status);
-    if (!req.body_excerpt.empty()) why += ": " + config_.secrets.redact(req.body_excerpt);
-    return DeliveryResult::failed(std::move(why));
+    if (code == CURLE_OK) curl_easy_getinfo(req.easy.get(), CURLINFO_RESPONSE_CODE, &status);
+    const http::Outcome cls = http::classify(code, status);
+    if (cls == http::Outcome::delivered) return DeliveryResult::delivered();
+    std::string why;
+    Duration retry_after{0};
+    if (code != CURLE_OK) {
+      long os_errno = 0;
+      curl_easy_getinfo(req.easy.get(), CURLINFO_OS_ERRNO, &os_errno);
+      why = transport_phrase(code, os_errno);
+      why += config_.secrets.redact(req.errbuf[0] ? req.errbuf : curl_easy_strerror(code));
+      why += " (POST " + config_.shown + ")";
+    } else {
+      why = "HTTP " + std::to_string(status);
+      if (cls == http::Outcome::unavailable && !req.retry_after.empty()) {
+        retry_after = http::parse_retry_after(req.retry_after, std::chrono::system_clock::now());
+        why += " (Retry-After: " + config_.secrets.redact(req.retry_after) + ")";
+      }
+      if (!req.body_excerpt.empty()) why += ": " + config_.secrets.redact(req.body_excerpt);
+    }
+    if (cls == http::Outcome::unavailable) return core::unavailable(why, retry_after);
+    return core::refused(why);
+  }
+
+  // What a transport error means, in words, before curl's own text.
+  std::string transport_phrase(CURLcode code, long os_errno) const {
+    switch (code) {
+      case CURLE_COULDNT_CONNECT:
+        return os_errno == ECONNREFUSED ? "connection refused: " : "cannot connect: ";
+      case CURLE_OPERATION_TIMEDOUT:
+        return "timeout after " + std::to_string(config_.timeout_ms) + " ms (timeout_ms): ";
+      case CURLE_COULDNT_RESOLVE_HOST:
+      case CURLE_COULDNT_RESOLVE_PROXY:
+        return "DNS: ";
+      case CURLE_SSL_CONNECT_ERROR:
+      case CURLE_PEER_FAILED_VERIFICATION:
+        return "TLS handshake: ";
+      case CURLE_SEND_ERROR:
+      case CURLE_RECV_ERROR:
+        return os_errno == ECONNRESET ? "connection reset: " : "connection broken: ";
+      case CURLE_GOT_NOTHING:
+        return "connection closed without a response: ";
+      default:
+        return {};
+    }
   }
 
   void abort_in_flight() noexcept {
