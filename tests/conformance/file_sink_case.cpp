@@ -5,8 +5,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -19,6 +23,7 @@
 #include "outpost/json.h"
 #include "outpost/sinks/file.h"
 #include "sink_cases.h"
+#include "sinks/file/file_classify.h"
 
 namespace outpost::testing {
 namespace {
@@ -44,6 +49,51 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// A 64 KiB tmpfs mounted on a fresh directory, to fill up: a disk that is full. Mounting needs
+// root (CAP_SYS_ADMIN); without it skip_reason() says so and the tests using it are skipped.
+class TinyDisk {
+ public:
+  TinyDisk() {
+    if (::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, "size=64k,mode=0700") != 0)
+      skip_ = std::string("cannot mount a tmpfs to fill (needs root): ") + std::strerror(errno);
+    else
+      mounted_ = true;
+  }
+  ~TinyDisk() {
+    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+  TinyDisk(const TinyDisk&) = delete;
+  TinyDisk& operator=(const TinyDisk&) = delete;
+
+  const std::string& skip_reason() const { return skip_; }
+  const std::string& path() const { return dir_.path(); }
+
+  // Writes a filler file until the disk is full, then gives `leave` bytes back.
+  void fill(off_t leave = 0) {
+    const std::string filler = dir_.path() + "/filler";
+    int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::runtime_error("open " + filler + ": " + std::strerror(errno));
+    const std::string block(4096, 'f');
+    off_t size = 0;
+    for (int i = 0; i < 1000; ++i) {  // 64 KiB: ends long before
+      ssize_t n = ::write(fd, block.data(), block.size());
+      if (n <= 0) break;
+      size += n;
+    }
+    if (leave > 0 && ::ftruncate(fd, size > leave ? size - leave : 0) != 0) {
+      ::close(fd);
+      throw std::runtime_error("ftruncate " + filler + ": " + std::strerror(errno));
+    }
+    ::close(fd);
+  }
+  void free_space() { ::unlink((dir_.path() + "/filler").c_str()); }
+
+ private:
+  TempDir dir_;
+  bool mounted_ = false;
+  std::string skip_;
 };
 
 std::vector<std::string> read_lines(const std::string& path) {
@@ -83,7 +133,20 @@ const bool registered = register_sink_case({
           f.cleanup = [dir]() mutable { dir.reset(); };
           return f;
         },
-    .make_down = nullptr,  // not yet classified: skipped by SinkDown
+    .make_down =
+        [] {
+          auto disk = std::make_shared<TinyDisk>();
+          SinkFixture f;
+          f.cleanup = [disk]() mutable { disk.reset(); };
+          if (!disk->skip_reason().empty()) {
+            f.skip = disk->skip_reason();
+            return f;
+          }
+          f.url = "file:" + disk->path() + "/events.jsonl";
+          f.sink = open_file_sink(f.url);
+          disk->fill();
+          return f;
+        },
 });
 
 StoredEvent make_event(int i, std::string key = "k") {
@@ -210,7 +273,8 @@ TEST(FileSink, MissingDirectoryIsAConfigErrorNamingThePath) {
   }
 }
 
-TEST(FileSink, DirectoryRemovedAfterOpenFailsTheBatchWithTheErrnoText) {
+// Not the event's fault: the directory may come back (docs/sinks_file_http.md, failure classes).
+TEST(FileSink, DirectoryRemovedAfterOpenIsUnavailableWithTheErrnoText) {
   auto dir = std::make_unique<TempDir>();
   std::string path = dir->path() + "/out.jsonl";
   auto sink = open_file_sink("file:" + path);
@@ -219,10 +283,51 @@ TEST(FileSink, DirectoryRemovedAfterOpenFailsTheBatchWithTheErrnoText) {
   auto results = sink->deliver(batch);
   ASSERT_EQ(results.size(), 2u);
   for (const auto& r : results) {
-    EXPECT_EQ(r.status, DeliveryResult::Status::failed);
+    EXPECT_EQ(r.status, DeliveryResult::Status::unavailable);
+    EXPECT_EQ(r.error.rfind("unavailable: ", 0), 0u) << r.error;
     EXPECT_NE(r.error.find(path), std::string::npos) << r.error;
     EXPECT_NE(r.error.find("No such file or directory"), std::string::npos) << r.error;
   }
+}
+
+// A full disk is an outage (issue 17): the batch is unavailable, the file keeps only whole lines
+// (a partial write is cut off again), and the sink writes again once there is space.
+TEST(FileSink, AFullDiskIsUnavailableAndTheSinkResumesWhenSpaceIsFreed) {
+  TinyDisk disk;
+  if (!disk.skip_reason().empty()) GTEST_SKIP() << disk.skip_reason();
+  const std::string path = disk.path() + "/out.jsonl";
+  auto sink = open_file_sink("file:" + path);
+  std::vector<StoredEvent> first = {make_event(1)};
+  ASSERT_TRUE(sink->deliver(first)[0].ok());
+
+  disk.fill(4096);  // one page left: a large batch is written in part, then ENOSPC
+  std::vector<StoredEvent> big;
+  for (int i = 0; i < 20; ++i) {
+    big.push_back(make_event(10 + i, "k" + std::to_string(i % 3)));
+    big.back().payload = R"({"blob":")" + std::string(1000, 'x') + "\"}";
+  }
+  auto results = sink->deliver(big);
+  ASSERT_EQ(results.size(), big.size());
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << r.error;
+    EXPECT_EQ(r.error, "unavailable: write '" + path + "': No space left on device");
+  }
+  EXPECT_EQ(parse_lines(path).size(), 1u) << "the torn tail of the partial write stays";
+
+  disk.free_space();
+  results = sink->deliver(big);
+  for (const auto& r : results) ASSERT_TRUE(r.ok()) << r.error;
+  auto lines = parse_lines(path);
+  ASSERT_EQ(lines.size(), 1 + big.size());
+  EXPECT_EQ(lines.back().id, big.back().id.str());
+}
+
+TEST(FileSink, EachErrnoHasOneClass) {
+  for (int err : {ENOSPC, EDQUOT, EIO, EROFS, EFBIG, ENOENT, EACCES})
+    EXPECT_EQ(file::classify(err), file::Outcome::unavailable) << std::strerror(err);
+  EXPECT_EQ(file::classify(EPIPE), file::Outcome::closed);
+  for (int err : {EINVAL, EBADF, EISDIR})
+    EXPECT_EQ(file::classify(err), file::Outcome::refused) << std::strerror(err);
 }
 
 TEST(FileSink, PathThatIsADirectoryIsAConfigError) {

@@ -9,7 +9,10 @@
 //
 // The file is opened with O_APPEND and created (mode 0644) when missing; its directory must
 // exist. A file renamed or removed underneath the sink (log rotation) is reopened at PATH on the
-// next batch. A failed write or fsync fails every event of the batch with the errno text.
+// next batch. A failed open, write or fsync gives every event of the batch one outcome with the
+// errno text, its class decided by file::classify (docs/sinks_file_http.md, "Failure classes
+// (file)"): a full or failing disk is `unavailable` ("unavailable: write '/x': No space left on
+// device"), a pipe whose reader went away closes the sink (closed()).
 // No URL parameters.
 //
 // Thread safety: deliver() may be called from several threads; batches are serialised.

@@ -8,12 +8,47 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 
+#include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
 #include "outpost/json.h"
+#include "sinks/file/file_classify.h"
 
 namespace outpost {
+
+namespace file {
+
+Outcome classify(int err) {
+  switch (err) {
+    case EPIPE:
+      return Outcome::closed;
+    case ENOSPC:
+    case EDQUOT:
+    case EIO:
+    case EROFS:
+    case EFBIG:
+    case ENOENT:
+    case ENOTDIR:
+    case EACCES:
+    case EPERM:
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case EAGAIN:
+    case ESTALE:
+    case ETIMEDOUT:
+    case ENXIO:
+    case ENODEV:
+      return Outcome::unavailable;
+    default:
+      return Outcome::refused;
+  }
+}
+
+}  // namespace file
+
 namespace {
 
 std::string errno_text(int err) {
@@ -80,8 +115,20 @@ class FileSink final : public Sink {
       append_json(buffer_, e);  // the one JSON encoding (outpost/json.h)
       buffer_ += '\n';
     }
-    if (std::string error = write_batch(); !error.empty()) {
-      for (auto& r : results) r = DeliveryResult::failed(error);
+    if (auto [err, error] = write_batch(); !error.empty()) {
+      DeliveryResult outcome;
+      switch (file::classify(err)) {
+        case file::Outcome::unavailable:
+          outcome = core::unavailable(error);
+          break;
+        case file::Outcome::refused:
+          outcome = core::refused(error);
+          break;
+        case file::Outcome::closed:  // closed() says so; the relay stops and releases the batch
+          outcome = DeliveryResult::failed(error);
+          break;
+      }
+      for (auto& r : results) r = outcome;
     }
     return results;
   }
@@ -89,6 +136,16 @@ class FileSink final : public Sink {
  private:
   // Opens (creates) path_ for appending; throws with a message naming the path.
   void open_or_throw() {
+    if (auto [err, msg] = open_path(); err != 0) {
+      if (err == ENOENT || err == ENOTDIR || err == EISDIR || err == EACCES || err == EROFS ||
+          err == EPERM)
+        throw ConfigError(msg, "file");
+      throw ConnectionError("file", msg, std::to_string(err));
+    }
+  }
+
+  // Opens (creates) path_ for appending: {0, ""}, or the errno and a message naming the path.
+  std::pair<int, std::string> open_path() {
     int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
       int err = errno;
@@ -96,11 +153,8 @@ class FileSink final : public Sink {
       struct stat st {};
       std::string dir = parent_dir(path_);
       if (err == ENOENT && ::stat(dir.c_str(), &st) != 0)
-        throw ConfigError(msg + " (directory '" + dir + "' does not exist)", "file");
-      if (err == ENOENT || err == ENOTDIR || err == EISDIR || err == EACCES || err == EROFS ||
-          err == EPERM)
-        throw ConfigError(msg, "file");
-      throw ConnectionError("file", msg, std::to_string(err));
+        msg += " (directory '" + dir + "' does not exist)";
+      return {err, std::move(msg)};
     }
     fd_ = Fd(fd);
     struct stat st {};
@@ -109,6 +163,7 @@ class FileSink final : public Sink {
       ino_ = st.st_ino;
     }
     sync_ = worth_syncing(fd);
+    return {0, {}};
   }
 
   // fdatasync() makes a file or block device durable; a pipe, a socket or a character device
@@ -122,24 +177,19 @@ class FileSink final : public Sink {
 
   // Reopens when the file was rotated away (renamed, removed) or a previous fsync failed (after
   // a failed fsync the kernel may have dropped the dirty pages; the descriptor cannot be trusted).
-  std::string ensure_open() {
-    if (stdout_) return {};
+  std::pair<int, std::string> ensure_open() {
+    if (stdout_) return {0, {}};
     struct stat st {};
     bool rotated = ::stat(path_.c_str(), &st) != 0 || st.st_dev != dev_ || st.st_ino != ino_;
-    if (fd_.get() >= 0 && !rotated) return {};
+    if (fd_.get() >= 0 && !rotated) return {0, {}};
     fd_.reset();
-    try {
-      open_or_throw();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return {};
+    return open_path();
   }
 
   // Writes buffer_ with as many write() calls as it takes, then makes it durable. Returns the
-  // error text, empty on success.
-  std::string write_batch() {
-    if (std::string error = ensure_open(); !error.empty()) return error;
+  // errno and error text, {0, ""} on success.
+  std::pair<int, std::string> write_batch() {
+    if (auto failure = ensure_open(); failure.first != 0) return failure;
     int fd = fd_.get();
     struct stat before {};
     bool have_before = !stdout_ && ::fstat(fd, &before) == 0;
@@ -155,21 +205,21 @@ class FileSink final : public Sink {
           closed_ =
               "write '" + path_ + "': the reader of the pipe went away (" + errno_text(err) + ")";
         }
-        return "write '" + path_ + "': " + errno_text(err);
+        return {err, "write '" + path_ + "': " + errno_text(err)};
       }
       done += static_cast<std::size_t>(n);
     }
     // Nothing to sync on a pipe or device (worth_syncing). Standard output is looked at again
     // each batch until it is worth it (it is known only when used).
     if (stdout_ && !sync_) sync_ = worth_syncing(fd);
-    if (!sync_) return {};
+    if (!sync_) return {0, {}};
     while (::fdatasync(fd) != 0) {
       if (errno == EINTR) continue;
       int err = errno;
       if (!stdout_) fd_.reset();  // reopen before the next batch
-      return "fdatasync '" + path_ + "': " + errno_text(err);
+      return {err, "fdatasync '" + path_ + "': " + errno_text(err)};
     }
-    return {};
+    return {0, {}};
   }
 
   // After a partial write (ENOSPC, EIO) cut the torn tail off again so the file stays valid
