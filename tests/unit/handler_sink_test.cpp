@@ -91,6 +91,54 @@ TEST_P(HandlerSinkLanes, EveryEventIsHandledOnceInKeyOrder) {
   EXPECT_EQ(total, events.size());
 }
 
+// A handler whose downstream is down throws UnavailableError (or a subclass): the event is
+// unavailable with the handler's retry_after, not an attempt (docs/sinks.md, "Failure classes
+// (handlers)"); later events of its key are held back, and no further event of the batch is
+// started (each would only find the downstream down again). Other lanes already running finish.
+struct PaymentsDown : UnavailableError {
+  PaymentsDown() : UnavailableError("payments API answered 503", 1500ms) {}
+};
+
+TEST_P(HandlerSinkLanes, UnavailableErrorIsUnavailableAndStartsNothingMore) {
+  HandlerSink sink({.concurrency = GetParam()});
+  std::atomic<int> ran{0};
+  sink.on("pay", [&](const StoredEvent&) {
+    ++ran;
+    throw PaymentsDown();
+  });
+  sink.on("ok", [&](const StoredEvent&) { ++ran; });
+  auto events = stored({{"pay", "k1"}, {"ok", "k1"}, {"ok", "k2"}, {"ok", ""}, {"ok", "k2"}});
+  auto results = sink.deliver(events);
+  ASSERT_EQ(results.size(), events.size());
+  EXPECT_EQ(results[0].status, Status::unavailable);
+  EXPECT_EQ(results[0].error, "unavailable: payments API answered 503");
+  EXPECT_EQ(results[0].retry_after, 1500ms);
+  EXPECT_EQ(results[1].status, Status::skipped) << results[1].error;
+  for (std::size_t i = 2; i < results.size(); ++i)
+    EXPECT_NE(results[i].status, Status::failed) << i << ": " << results[i].error;
+  if (GetParam() == 1) {  // one thread: lanes run one after another, none after the first
+    EXPECT_EQ(ran.load(), 1);
+    EXPECT_EQ(results[2].status, Status::unavailable);
+    EXPECT_EQ(results[2].error.rfind("unavailable: not sent", 0), 0u) << results[2].error;
+    EXPECT_EQ(results[2].retry_after, 1500ms);
+    EXPECT_EQ(results[3].status, Status::unavailable);
+    EXPECT_EQ(results[4].status, Status::skipped);
+  }
+}
+
+TEST_P(HandlerSinkLanes, AnOrdinaryExceptionIsRefused) {
+  HandlerSink sink({.concurrency = GetParam()});
+  sink.on("t", [](const StoredEvent& e) {
+    if (e.key == "logic") throw std::logic_error("amount is negative");
+    if (e.key == "int") throw 42;
+    throw Error(ErrorCode::connection, "smtp", "not an UnavailableError: an attempt");
+  });
+  auto results = sink.deliver(stored({{"t", "logic"}, {"t", "int"}, {"t", "err"}}));
+  for (const auto& r : results) EXPECT_EQ(r.status, Status::failed) << r.error;
+  EXPECT_EQ(results[0].error, "amount is negative") << "the handler's words, as they are";
+  EXPECT_EQ(results[1].error, "handler for 't' threw a non-standard exception");
+}
+
 INSTANTIATE_TEST_SUITE_P(Concurrency, HandlerSinkLanes, ::testing::Values(1, 4));
 
 TEST(HandlerSinkTest, DifferentKeysRunInParallel) {

@@ -7,11 +7,15 @@
 //   outpost::Relay relay(*store, sink);
 //   relay.run();
 //
-// Outcomes: a handler that returns is `delivered`; one that throws is `failed` with the
-// exception's what() (or a fixed text for non-std exceptions). An event whose type has no handler
-// is `failed` with an error naming the type (so it ends in the dead letters) unless
-// ignore_unknown_types, then it is `delivered` unhandled. A handle middleware returning false
-// drops the event: `delivered` without running the handler.
+// Outcomes (HandlerSink::classify; docs/sinks.md, "Failure classes (handlers)"): a handler
+// that returns is `delivered`. One that throws outpost::UnavailableError (or a subclass) says
+// its downstream is down or busy: `unavailable` ("unavailable: <what()>", with its
+// retry_after), no attempt is counted, the relay pauses the sink, and no further event of the
+// batch is started. Any other exception is refused: `failed` with its what() as the error, word
+// for word (a fixed text for non-std exceptions), an attempt. An event whose type has no handler is
+// `failed` with an error naming the type (so it ends in the dead letters) unless
+// ignore_unknown_types, then it is `delivered` unhandled. A handle middleware returning false drops
+// the event: `delivered` without running the handler; one that throws is classified like a handler.
 //
 // Concurrency: a persistent pool of N threads (N = concurrency) runs the batch while the calling
 // thread waits; events are grouped into lanes by key (an empty key is a lane of its own), each
@@ -22,6 +26,7 @@
 // it was when deliver() started); deliver() is called by one relay thread at a time.
 
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <span>
@@ -33,7 +38,8 @@
 
 namespace outpost {
 
-// Throws to fail the delivery: the exception text becomes the nack's error.
+// Throws to fail the delivery: the exception text becomes the nack's error. Throw
+// outpost::UnavailableError (outpost/error.h) when what the handler calls is down or busy.
 using Handler = std::function<void(const StoredEvent&)>;
 // May inspect the event before its handler; return false to drop it (it is acked unhandled).
 using HandleMiddleware = std::function<bool(const StoredEvent&)>;
@@ -72,6 +78,10 @@ class HandlerSink final : public Sink {
   std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
                                               const DeliveryControl& control) override;
   void close() override;
+
+  // The outcome of a handler (or handle middleware) that threw `thrown` for an event of `type`:
+  // UnavailableError -> unavailable with its retry_after, anything else -> failed (refused).
+  static DeliveryResult classify(std::exception_ptr thrown, std::string_view type);
 
  private:
   struct Impl;

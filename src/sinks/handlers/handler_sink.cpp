@@ -11,9 +11,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
+#include "core/sink_batch.h"
 #include "outpost/error.h"
 
 namespace outpost {
@@ -40,7 +42,10 @@ struct Job {
   std::vector<std::int64_t> running;  // per lane: index of the event whose handler runs, or -1
   std::vector<char> blocked;          // per lane: held back behind a hung key, run nothing
   bool stopping = false;              // the relay is stopping: start no further event
-  bool closed = false;                // the caller returned: workers leave the job
+  // A handler said its downstream is unavailable (UnavailableError): start no further event;
+  // the relay pauses the sink (docs/sinks.md, "Failure classes (handlers)").
+  std::optional<DeliveryResult> unavailable;
+  bool closed = false;  // the caller returned: workers leave the job
   std::size_t lanes() const { return lane_begin.size() - 1; }
 };
 
@@ -67,12 +72,8 @@ struct Shared {
         return DeliveryResult::failed("no handler for event type '" + e.type + "'");
       }
       it->second(e);
-    } catch (const std::exception& ex) {
-      std::string what = ex.what();
-      if (what.empty()) what = "handler for '" + e.type + "' threw an exception without a message";
-      return DeliveryResult::failed(std::move(what));
     } catch (...) {
-      return DeliveryResult::failed("handler for '" + e.type + "' threw a non-standard exception");
+      return HandlerSink::classify(std::current_exception(), e.type);
     }
     handled = true;
     return DeliveryResult::delivered();
@@ -110,6 +111,11 @@ struct Shared {
         job.results[i] = DeliveryResult::held_back(e.key);
         continue;
       }
+      if (job.unavailable) {  // another lane found the downstream unavailable: do not start
+        job.results[i] = core::not_sent_while_unavailable(*job.unavailable);
+        failed = true;
+        continue;
+      }
       job.running[lane] = i;
       lock.unlock();
       bool handled = false;
@@ -128,6 +134,7 @@ struct Shared {
         }
       }
       failed = !r.ok();
+      if (r.status == DeliveryResult::Status::unavailable && !job.unavailable) job.unavailable = r;
       job.results[i] = std::move(r);
     }
     return true;
@@ -135,6 +142,26 @@ struct Shared {
 };
 
 }  // namespace
+
+// A refusal keeps the handler's own words as the event's error, unprefixed (the Handler
+// contract in handlers.h); an unavailable outcome says so first, as every sink's does.
+DeliveryResult HandlerSink::classify(std::exception_ptr thrown, std::string_view type) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const UnavailableError& ex) {
+    std::string what = ex.what();
+    if (what.empty()) what = "handler for '" + std::string(type) + "' is unavailable";
+    return core::unavailable(what, ex.retry_after());
+  } catch (const std::exception& ex) {
+    std::string what = ex.what();
+    if (what.empty())
+      what = "handler for '" + std::string(type) + "' threw an exception without a message";
+    return DeliveryResult::failed(std::move(what));
+  } catch (...) {
+    return DeliveryResult::failed("handler for '" + std::string(type) +
+                                  "' threw a non-standard exception");
+  }
+}
 
 struct HandlerSink::Impl {
   explicit Impl(HandlerSinkOptions o) : shared(std::make_shared<Shared>(std::move(o))) {
