@@ -32,6 +32,12 @@ class TouchingSource final : public Source {
   TouchingSource(Source& inner, PipelineMetrics& metrics) : inner_(inner), m_(metrics) {}
   std::string_view name() const override { return inner_.name(); }
   std::string url() const override { return inner_.url(); }
+  bool same_log(const std::string& stored_url) const override {
+    return inner_.same_log(stored_url);
+  }
+  void set_notice(std::function<void(const std::string&, bool)> notice) override {
+    inner_.set_notice(std::move(notice));
+  }
   void seek(const std::string& position) override { inner_.seek(position); }
   std::vector<Message> read(std::size_t max, Duration wait) override {
     m_.touch();
@@ -147,6 +153,10 @@ ConsumeBridge::ConsumeBridge(const ConsumeArgs& a, std::function<void(const std:
   o.ordered = !a.unordered;
   o.until_idle = Duration(a.until_idle_ms);
   o.on_error = std::move(on_error);
+  // Transitions are said once each, also with --quiet (which only silences delivery errors).
+  o.on_notice = [](const std::string& m, bool warning) {
+    log(m, {}, warning ? spdlog::level::warn : spdlog::level::info);
+  };
   consumer_ = std::make_unique<Consumer>(*source, *store_, o);
 }
 

@@ -58,6 +58,10 @@ class Source {
   virtual ~Source() = default;
   virtual std::string_view name() const = 0;  // "file", "redis-stream", ...
   virtual std::string url() const = 0;        // as opened, password redacted
+  // Whether `stored_url` (the URL a group was bound to) names this log. The file source
+  // compares canonical paths: `file:log.jsonl` from its directory and `file:DIR/./log.jsonl`
+  // are one log.
+  virtual bool same_log(const std::string& stored_url) const { return stored_url == url(); }
   // Continue reading just after `position`.
   virtual void seek(const std::string& position) = 0;
   // Up to `max` messages in log order; waits up to `wait` when none is there yet. Throws on
@@ -87,9 +91,14 @@ class Source {
   // Where the source can ask for the group's committed checkpoint again (Kafka: when partitions
   // are assigned after a rebalance). Called by the Consumer before the first read.
   virtual void set_checkpoint_reader(std::function<std::string()> /*reader*/) {}
+  // Where the source says what an operator should see once (the file source: a log rotation
+  // followed, a file truncated in place); `warning` for what may have cost messages. Set by the
+  // Consumer before the first read; may be called from the read-ahead thread.
+  virtual void set_notice(std::function<void(const std::string&, bool warning)> /*notice*/) {}
 };
 
-// file:PATH (the file sink's JSON lines; position = byte offset after the last whole line).
+// file:PATH (the file sink's JSON lines, followed through log rotation; position =
+// OFFSET@DEVICE:INODE:FINGERPRINT, the byte offset after the last whole line in that file).
 // Throws ConfigError naming the bad part, or listing the schemes of this build.
 std::unique_ptr<Source> open_source(std::string_view url);
 std::vector<std::string> source_schemes();
@@ -212,6 +221,9 @@ struct ConsumerOptions {
   // Errors the consumer survives (source/store outages; it backs off and retries) and failed
   // handling attempts. Must not throw.
   std::function<void(const std::string&)> on_error;
+  // Transitions an operator should see once, not per message: a log rotation followed, a log
+  // truncated in place (warning). Must not throw; may be called from the read-ahead thread.
+  std::function<void(const std::string&, bool warning)> on_notice;
   // Test hook: called just before each commit that carries handler effects.
   std::function<void()> before_commit;
 };

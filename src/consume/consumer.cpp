@@ -110,9 +110,14 @@ struct Consumer::Impl {
 
   void load() {
     auto cp = store.in_tx([&](SqlTx& tx) { return store.load(tx, options.group); });
-    if (cp && cp->source != source.url())
+    if (cp && !source.same_log(cp->source))
       throw ConfigError("consumer group '" + options.group + "' reads '" + cp->source + "', not '" +
                         source.url() + "' (use another group name for another log)");
+    if (options.on_notice)
+      source.set_notice(
+          [notice = options.on_notice, group = options.group](const std::string& m, bool warning) {
+            notice("group '" + group + "': " + m, warning);
+          });
     source.seek(cp ? cp->position : std::string());
     source.set_checkpoint_reader([this] {
       auto now = store.in_tx([&](SqlTx& tx) { return store.load(tx, options.group); });
