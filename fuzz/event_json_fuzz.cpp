@@ -1,7 +1,8 @@
 // Fuzzes the JSON event decoder that `outpost emit -` uses (outpost/json.h) and the encoder.
 // Properties: decoding throws nothing but ConfigError; what goes in comes out (issue 10 item 6):
 // the encoding of a decoded event decodes again to the same event (id, type, key, payload and
-// its kind, headers, occurred_at), and encodes to the same text.
+// its kind, headers, occurred_at), and encodes to the same text; strict input (emit -) accepts
+// a subset of it, read the same way, and accepts again what it accepted once encoded.
 
 #include <cstdint>
 #include <string>
@@ -63,5 +64,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (valid_utf8(e.key)) FUZZ_CHECK(back.key == e.key);
   if (headers_utf8(e.headers)) FUZZ_CHECK(back.headers == e.headers);
   FUZZ_CHECK(outpost::to_json(back) == encoded);
+
+  // Strict input (emit -) refuses more, never less, and reads what it accepts as tolerant input
+  // does; what it accepted, encoded, it accepts again (every printed field is a known field).
+  outpost::Event strict;
+  try {
+    strict = outpost::event_from_json(line, outpost::JsonInput::strict);
+  } catch (const outpost::ConfigError&) {
+    return 0;
+  }
+  FUZZ_CHECK(outpost::to_json(strict) == encoded);
+  try {
+    (void)outpost::event_from_json(encoded, outpost::JsonInput::strict);
+  } catch (const outpost::ConfigError& ex) {
+    std::fprintf(stderr, "encoded event is refused as strict input: %s\n%s\n", ex.what(),
+                 encoded.c_str());
+    FUZZ_CHECK(false);
+  }
   return 0;
 }

@@ -571,5 +571,114 @@ TEST(CliUsage, EmitRefusesBadFieldsNamingTheLine) {
   EXPECT_NE(flags.err.find("header 'h' is 9000 bytes"), std::string::npos) << flags.err;
 }
 
+// Issue 17 item 4: input that cannot be kept is refused (exit 2, naming the stdin line or flag
+// and what is wrong, nothing opened), not half-kept. Before: an unknown field ("kye") was dropped
+// (the event stored without its key, so without order); an object, a NUL byte and a second object
+// on one line stored the first event and dropped the rest (exit 0); `--payload $'\xff\xfe{'` was
+// stored as text/plain; charset=utf-8; `--payload '{"a":1'` was stored as text.
+TEST(CliUsage, EmitRefusesInputItCannotKeep) {
+  TempDir dir;
+  std::vector<std::string> stores{"sqlite:" + dir / "k.db", "memory:"};
+  const std::string tag = std::to_string(::getpid());
+  for (const char* env : {"OUTPOST_TEST_PG_URL", "OUTPOST_TEST_REDIS_URL"}) {
+    const char* url = std::getenv(env);
+    if (!url) {
+      if (std::getenv("OUTPOST_TEST_REQUIRE_ALL")) ADD_FAILURE() << env << " not set";
+      continue;
+    }
+    std::string u = url;
+    const bool postgres = std::string(env).find("_PG_") != std::string::npos;
+    u += std::string(u.find('?') == std::string::npos ? "?" : "&") +
+         (postgres ? "table=unkept" : "prefix=unkept") + tag;
+    stores.push_back(u);
+  }
+  const std::string good = R"({"type":"t","key":"k","payload":1})";
+  struct Bad {
+    std::string line;  // stdin line 2
+    std::string says;  // after "stdin line 2: event JSON: "
+  };
+  const std::vector<Bad> lines{
+      {R"({"type":"t","kye":"acct-1","payload":1})", "unknown field 'kye' (did you mean 'key'?)"},
+      {R"({"type":"t","key":"k","delay_ms":500,"payload":1})",
+       "unknown field 'delay_ms'; the fields are headers, id, key, occurred_at, payload"},
+      {R"({"type":"t","Payload":1,"payload":2,"headrs":{}})",
+       "unknown fields 'Payload' (did you mean 'payload'?), 'headrs' (did you mean 'headers'?)"},
+      {std::string(R"({"type":"t","payload":1})") + '\0' + R"({"type":"u","payload":2})",
+       "byte 24 is a NUL byte after the JSON value"},
+      {R"({"type":"t","payload":1}  junk)", "byte 26 is 'j' after the JSON value"},
+      {R"({"type":"t","headers":{"content_type":"text/plain"},"payload_base64":"//57"})",
+       "field 'payload_base64' is not UTF-8 (byte value 0xff at byte 0) but content_type "
+       "'text/plain' says it is text"},
+      {R"({"type":"t","headers":{"content_type":"application/json"},"payload_base64":"e30="})"
+       "\t{",
+       "byte 83 is '{' after the JSON value"},
+  };
+  struct BadFlag {
+    std::vector<std::string> extra;
+    std::string says;
+  };
+  const std::vector<BadFlag> flags{
+      {{"--payload", "\xff\xfe{"},
+       "emit: --payload is not UTF-8 (byte value 0xff at byte 0), so it is neither JSON nor "
+       "text: bytes are stored with a content type that says what they are, e.g. --header "
+       "content_type=application/octet-stream, or on stdin (emit -) as \"payload_base64\""},
+      {{"--payload", R"({"a":1)"},
+       "emit: --payload starts like JSON but is not JSON at byte 6 (the end): syntax error "
+       "while parsing object"},
+      {{"--payload", R"(  [1,2] x)"}, "emit: --payload starts like JSON but is not JSON at byte"},
+      {{"--payload", "\xff", "--header", "content_type=text/plain; charset=utf-8"},
+       "emit: --payload is not UTF-8 (byte value 0xff at byte 0) but content_type"},
+      {{"--payload", "{", "--header", "content_type=application/json"},
+       "emit: --payload is not JSON at byte 1 (the end)"},
+  };
+  for (const auto& store : stores) {
+    for (const auto& [line, says] : lines) {
+      auto r = run_cli({"emit", "--store", store, "-"}, good + "\n" + line + "\n" + good + "\n");
+      EXPECT_EQ(r.code, 2) << store << "\n" << line << "\n" << r.all();
+      EXPECT_NE(r.err.find("stdin line 2: event JSON: " + says), std::string::npos) << store << "\n"
+                                                                                    << r.err;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+      EXPECT_EQ(entries_in(dir.path()), 0u) << store << ": something was created";
+    }
+    for (const auto& [extra, says] : flags) {
+      std::vector<std::string> args{"emit", "--store", store, "--type", "t"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      auto r = run_cli(args);
+      EXPECT_EQ(r.code, 2) << store << "\n" << joined(args) << "\n" << r.all();
+      EXPECT_NE(r.err.find(says), std::string::npos) << store << "\n" << r.err;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+      EXPECT_EQ(entries_in(dir.path()), 0u) << store << ": something was created";
+    }
+    if (store == "memory:") continue;  // a new process each time: nothing to list
+    // Said honestly, each is kept: text that looks like JSON, bytes with a binary content type,
+    // the fields spelt right; and a printed line (with attempts) can be emitted again.
+    std::vector<std::vector<std::string>> ok{
+        {"--payload", R"({"a":1)", "--header", "content_type=text/plain"},
+        {"--payload", "\xff\xfe{", "--header", "content_type=application/octet-stream"},
+        {"--payload", "caf\xe9", "--header", "content_type=text/plain; charset=latin1"},
+    };
+    for (auto extra : ok) {
+      std::vector<std::string> args{"emit", "--store", store, "--type", "t"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      auto r = run_cli(args);
+      EXPECT_EQ(r.code, 0) << store << "\n" << joined(args) << "\n" << r.all();
+    }
+    auto r = run_cli({"emit", "--store", store, "-"}, R"({"type":"t","key":"acct-1","payload":1})"
+                                                      "\n"
+                                                      R"({"attempts":3,"type":"t","payload":2})"
+                                                      "  \r\n");
+    EXPECT_EQ(r.code, 0) << store << "\n" << r.all();
+    auto list = run_cli({"events", "--store", store, "list"});
+    auto listed = lines_of(list.out);
+    ASSERT_EQ(listed.size(), 5u) << store << "\n" << list.all();
+    EXPECT_NE(listed[0].find(R"("payload":"{\"a\":1")"), std::string::npos) << listed[0];
+    EXPECT_NE(listed[1].find(R"("payload_base64":"//57")"), std::string::npos) << listed[1];
+    EXPECT_NE(listed[2].find(R"("payload_base64":"Y2Fm6Q==")"), std::string::npos) << listed[2];
+    EXPECT_NE(listed[3].find(R"("key":"acct-1")"), std::string::npos) << listed[3];
+    std::filesystem::remove_all(dir.path());
+    std::filesystem::create_directories(dir.path());
+  }
+}
+
 }  // namespace
 }  // namespace outpost::testing

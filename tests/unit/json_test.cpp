@@ -172,5 +172,73 @@ TEST(JsonTest, InputThatCannotBeKeptIsRefused) {
   EXPECT_NE(message(R"({"type":"t","payload":"\ud800"})"), "(no error)") << "lone surrogate";
 }
 
+// Issue 17 item 4: a line is one object and nothing else, for every reader (the parser stops at a
+// NUL byte: before, "{...}\0{...}" read as the first event); an unknown field is refused by strict
+// input (emit -) and ignored by tolerant readers (consumers of a log a newer version wrote);
+// every field printed for a stored event is known to both.
+TEST(JsonTest, ALineIsOneObjectAndStrictInputKnowsEveryField) {
+  auto message = [](const std::string& line, JsonInput input) -> std::string {
+    try {
+      event_from_json(line, input);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  const std::string one = R"({"type":"t","payload":1})";
+  for (JsonInput input : {JsonInput::tolerant, JsonInput::strict}) {
+    EXPECT_NE(message(one + '\0' + one, input).find("byte 24 is a NUL byte after the JSON value"),
+              std::string::npos);
+    EXPECT_NE(message(one + " x", input).find("byte 25 is 'x'"), std::string::npos);
+    EXPECT_NE(message(one + one, input).find("byte 24 is '{'"), std::string::npos);
+    EXPECT_EQ(message(one + " \t\r", input), "(no error)");
+    EXPECT_NE(message(R"({"type":"t",)" + std::string(1, '\0') + R"("payload":1})", input)
+                  .find("not valid JSON at byte 12: a NUL byte"),
+              std::string::npos);
+    StoredEvent stored;
+    static_cast<Event&>(stored) = Event::make("t", "1", "k");
+    EXPECT_EQ(message(to_json(stored), input), "(no error)");
+    DeadEvent dead;
+    static_cast<Event&>(dead) = Event::make("t", "1", "k");
+    dead.last_error = "boom";
+    EXPECT_EQ(message(to_json(dead), input), "(no error)");
+  }
+  const std::string typo = R"({"type":"t","kye":"k","payload":1})";
+  EXPECT_EQ(event_from_json(typo, JsonInput::tolerant).key, "");
+  EXPECT_NE(message(typo, JsonInput::strict).find("unknown field 'kye' (did you mean 'key'?)"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type":"t","payload":1,"x":1})", JsonInput::strict)
+                .find("unknown field 'x'; the fields are headers, id, key"),
+            std::string::npos);
+}
+
+// One rule for payload bytes (emit --payload, payload_base64 under a content_type): what the
+// bytes are must be what their kind says.
+TEST(JsonTest, PayloadBytesMustBeWhatTheirKindSays) {
+  auto check = [](std::string payload, std::string content_type) -> std::string {
+    Event e = Event::make("t", std::move(payload));
+    if (!content_type.empty()) e.headers.emplace(header::kContentType, content_type);
+    try {
+      check_payload_kind(e, "p");
+    } catch (const ConfigError& x) {
+      return x.what();
+    }
+    return std::string(e.content_type());
+  };
+  EXPECT_EQ(check(R"({"a":1})", ""), kJsonContentType);
+  EXPECT_EQ(check("plain words", ""), kTextContentType);
+  EXPECT_EQ(check(" [not json", "text/plain"), "text/plain");
+  EXPECT_NE(check(" [not json", "").find("p starts like JSON but is not JSON at byte "),
+            std::string::npos);
+  EXPECT_NE(check("\xC3(", "").find("p is not UTF-8 (byte value 0xc3 at byte 0)"),
+            std::string::npos);
+  EXPECT_NE(check("\xC3(", "text/plain; charset=UTF-8").find("p is not UTF-8"), std::string::npos);
+  EXPECT_EQ(check("caf\xE9", "text/plain; charset=\"ISO-8859-1\""),
+            "text/plain; charset=\"ISO-8859-1\"");
+  EXPECT_EQ(check("\xC3(", "image/png"), "image/png");
+  EXPECT_NE(check("{", "application/cloudevents+json").find("p is not JSON at byte 1 (the end)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace outpost
