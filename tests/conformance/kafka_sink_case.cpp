@@ -4,9 +4,14 @@
 // and an unreachable cluster failing events with librdkafka's text.
 
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+// clang-format off: rdkafka_mock.h must come after rdkafka.h
+#include <librdkafka/rdkafka_mock.h>
+// clang-format on
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../integration/broker_consumers.h"
@@ -15,6 +20,7 @@
 #include "outpost/sinks/kafka.h"
 #include "server_process.h"
 #include "sink_cases.h"
+#include "sinks/kafka/kafka_classify.h"
 #include "store_cases.h"  // require_all_endpoints()
 
 namespace outpost::testing {
@@ -55,7 +61,13 @@ const bool registered = register_sink_case({
           };
           return f;
         },
-    .make_down = nullptr,  // not yet classified: skipped by SinkDown
+    .make_down =
+        [] {
+          SinkFixture f;  // every broker of the cluster is down: nothing listens at its address
+          f.url = "kafka://127.0.0.1:" + std::to_string(free_port()) + "/t?timeout_ms=1500";
+          f.sink = open_kafka_sink(f.url);
+          return f;
+        },
 });
 
 class KafkaSink : public ::testing::Test {
@@ -161,7 +173,7 @@ TEST_F(KafkaSink, HeadersAreExactlyTheCloudEventsMappingPlusOutpostId) {
   }
 }
 
-TEST_F(KafkaSink, UnreachableClusterFailsEveryEventWithTheBrokerText) {
+TEST_F(KafkaSink, UnreachableClusterIsUnavailableWithTheBrokerText) {
   const auto port = free_port();  // nobody listens there
   auto sink = open_kafka_sink("kafka://127.0.0.1:" + std::to_string(port) + "/t?timeout_ms=1500");
   std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "k"),
@@ -171,12 +183,137 @@ TEST_F(KafkaSink, UnreachableClusterFailsEveryEventWithTheBrokerText) {
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_LT(took, std::chrono::seconds(6)) << "deliver must give up after its timeout";
   ASSERT_EQ(results.size(), 3u);
-  EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
-  EXPECT_FALSE(results[0].error.empty());
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(results[0].error.rfind("unavailable: ", 0), 0u) << results[0].error;
   EXPECT_NE(results[0].error.find("timed out"), std::string::npos) << results[0].error;
-  // Later events of a failed key are held back, not attempted again in this batch.
+  // Later events of an unavailable key are held back, not attempted again in this batch.
   EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped) << results[1].error;
-  EXPECT_EQ(results[2].status, DeliveryResult::Status::failed);
+  EXPECT_EQ(results[2].status, DeliveryResult::Status::unavailable);
+}
+
+// A private mock cluster in this process, so a test can take its brokers down.
+class PrivateCluster {
+ public:
+  explicit PrivateCluster(int brokers = 3) : brokers_(brokers) {
+    char err[256];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk_) throw std::runtime_error(err);
+    cluster_ = rd_kafka_mock_cluster_new(rk_, brokers);
+    if (!cluster_) throw std::runtime_error("rd_kafka_mock_cluster_new failed");
+  }
+  ~PrivateCluster() {
+    rd_kafka_mock_cluster_destroy(cluster_);
+    rd_kafka_destroy(rk_);
+  }
+  PrivateCluster(const PrivateCluster&) = delete;
+  PrivateCluster& operator=(const PrivateCluster&) = delete;
+  std::string bootstrap() const { return rd_kafka_mock_cluster_bootstraps(cluster_); }
+  void set_all(bool up) {
+    for (int id = 1; id <= brokers_; ++id)
+      up ? rd_kafka_mock_broker_set_up(cluster_, id) : rd_kafka_mock_broker_set_down(cluster_, id);
+  }
+  rd_kafka_mock_cluster_t* get() { return cluster_; }
+
+ private:
+  int brokers_;
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_mock_cluster_t* cluster_ = nullptr;
+};
+
+// Issue 17: a cluster whose brokers are all down is an outage (each event waited for the
+// message timeout and then spent an attempt). Unavailable within the sink's timeout, and
+// delivered again once the brokers are back.
+TEST_F(KafkaSink, AllBrokersDownIsUnavailableUntilTheyReturn) {
+  PrivateCluster cluster;
+  const std::string topic = unique_name("down");
+  auto sink = open_kafka_sink("kafka://" + cluster.bootstrap() + "/" + topic + "?timeout_ms=1500");
+  std::vector<StoredEvent> first = {make_event(1, "a", "k")};
+  ASSERT_TRUE(sink->deliver(first)[0].ok()) << sink->deliver(first)[0].error;
+
+  cluster.set_all(false);
+  std::vector<StoredEvent> events = {make_event(2, "a", "k"), make_event(3, "a", "k"),
+                                     make_event(4, "a", "")};
+  const auto start = std::chrono::steady_clock::now();
+  auto results = sink->deliver(events);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable) << results[0].error;
+  EXPECT_EQ(results[0].error.rfind("unavailable: kafka: ", 0), 0u) << results[0].error;
+  EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped) << results[1].error;
+  EXPECT_EQ(results[2].status, DeliveryResult::Status::unavailable) << results[2].error;
+
+  cluster.set_all(true);
+  bool delivered = false;
+  std::string last;
+  for (int i = 0; i < 20 && !delivered; ++i) {  // reconnects within ~1 s; bounded by 20 calls
+    auto again = sink->deliver(events);
+    delivered = again[0].ok() && again[1].ok() && again[2].ok();
+    if (!delivered) last = again[0].error + " | " + again[1].error + " | " + again[2].error;
+  }
+  EXPECT_TRUE(delivered) << "the sink did not deliver after the brokers returned: " << last;
+}
+
+// A record the broker rejects is refused (an attempt), not an outage: the rest of the batch
+// goes through.
+TEST_F(KafkaSink, ATooLargeRecordIsRefusedAndTheRestDelivered) {
+  const std::string topic = unique_name("big");
+  auto sink = open_kafka_sink("kafka://" + bootstrap() + "/" + topic);
+  std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "big"),
+                                     make_event(3, "a", "big"), make_event(4, "a", "")};
+  events[1].payload = std::string(1'100'000, 'x');  // above message.max.bytes (1000000)
+  auto results = sink->deliver(events);
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_TRUE(results[0].ok()) << results[0].error;
+  EXPECT_EQ(results[1].status, DeliveryResult::Status::failed);
+  EXPECT_EQ(results[1].error.rfind("refused: ", 0), 0u) << results[1].error;
+  EXPECT_NE(results[1].error.find("too large"), std::string::npos) << results[1].error;
+  EXPECT_EQ(results[2].status, DeliveryResult::Status::skipped) << "held back behind its key";
+  EXPECT_TRUE(results[3].ok()) << results[3].error;
+}
+
+// The broker's answer in the delivery report decides too: a produce request answered
+// INVALID_RECORD is refused, one answered NOT_ENOUGH_REPLICAS until the message timeout is
+// unavailable (librdkafka retries it until then).
+TEST_F(KafkaSink, TheBrokersAnswerDecidesTheClass) {
+  PrivateCluster cluster(1);
+  const std::string topic = unique_name("inject");
+  auto sink = open_kafka_sink("kafka://" + cluster.bootstrap() + "/" + topic + "?timeout_ms=1500");
+  std::vector<StoredEvent> warm = {make_event(1, "a", "k")};
+  ASSERT_TRUE(sink->deliver(warm)[0].ok());
+
+  rd_kafka_mock_push_request_errors(cluster.get(), 0 /* Produce */, 1,
+                                    RD_KAFKA_RESP_ERR_INVALID_RECORD);
+  std::vector<StoredEvent> one = {make_event(2, "a", "k")};
+  auto r = sink->deliver(one)[0];
+  EXPECT_EQ(r.status, DeliveryResult::Status::failed) << r.error;
+  EXPECT_EQ(r.error.rfind("refused: kafka: ", 0), 0u) << r.error;
+
+  const std::vector<rd_kafka_resp_err_t> retriable(200, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS);
+  rd_kafka_mock_push_request_errors_array(cluster.get(), 0 /* Produce */, retriable.size(),
+                                          retriable.data());
+  std::vector<StoredEvent> two = {make_event(3, "a", "k")};
+  r = sink->deliver(two)[0];
+  EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << r.error;
+  EXPECT_EQ(r.error.rfind("unavailable: kafka: ", 0), 0u) << r.error;
+}
+
+TEST(KafkaClassify, BrokerAndClientErrors) {
+  using kafka::classify;
+  using kafka::Outcome;
+  for (auto err :
+       {RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, RD_KAFKA_RESP_ERR__QUEUE_FULL,
+        RD_KAFKA_RESP_ERR__TRANSPORT, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN,
+        RD_KAFKA_RESP_ERR__RESOLVE, RD_KAFKA_RESP_ERR__SSL, RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+        RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION, RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE,
+        RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS, RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+        RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR})
+    EXPECT_EQ(classify(err), Outcome::unavailable) << rd_kafka_err2name(err);
+  for (auto err : {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_RECORD,
+                   RD_KAFKA_RESP_ERR_INVALID_MSG, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                   RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION, RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
+                   RD_KAFKA_RESP_ERR__INVALID_ARG, RD_KAFKA_RESP_ERR_POLICY_VIOLATION})
+    EXPECT_EQ(classify(err), Outcome::refused) << rd_kafka_err2name(err);
 }
 
 TEST_F(KafkaSink, UrlErrorsNameTheBadPart) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -40,6 +41,47 @@ inline void append_all(Store& store, const std::vector<Event>& events, std::size
     store.append(std::span<const Event>(events.data() + at, n));
   }
 }
+
+// Passes every call to `inner` and counts the outcomes, so an outage test can tell an outage
+// (unavailable, no attempt) from refusals (failed attempts) whatever the relay does with them.
+class CountingSink final : public Sink {
+ public:
+  explicit CountingSink(Sink& inner) : inner_(inner) {}
+  std::string_view name() const override { return inner_.name(); }
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    return count(inner_.deliver(events));
+  }
+  std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
+                                              const DeliveryControl& control) override {
+    return count(inner_.deliver_bounded(events, control));
+  }
+  void close() override { inner_.close(); }
+  std::string closed() const override { return inner_.closed(); }
+
+  std::uint64_t unavailable() const { return unavailable_.load(); }
+  std::uint64_t failed() const { return failed_.load(); }
+  std::string first_failure() const {
+    std::lock_guard lock(mu_);
+    return first_failure_;
+  }
+
+ private:
+  std::vector<DeliveryResult> count(std::vector<DeliveryResult> results) {
+    for (const auto& r : results) {
+      if (r.status == DeliveryResult::Status::unavailable) ++unavailable_;
+      if (r.status == DeliveryResult::Status::failed) {
+        ++failed_;
+        std::lock_guard lock(mu_);
+        if (first_failure_.empty()) first_failure_ = r.error;
+      }
+    }
+    return results;
+  }
+  Sink& inner_;
+  std::atomic<std::uint64_t> unavailable_{0}, failed_{0};
+  mutable std::mutex mu_;
+  std::string first_failure_;  // guarded by mu_
+};
 
 struct RelayRun {
   RelayCounters counters;

@@ -25,8 +25,13 @@
 // in-sync replicas have it (acks=all). deliver() produces the whole batch asynchronously, then
 // waits for the reports: librdkafka's `message.timeout.ms` defaults to `timeout_ms` (default
 // SinkOptions::timeout), so every message gets a definite report within it; deliver() waits at
-// most `timeout_ms` + 1 s (the second is slack for that report) and fails what is still out.
-// A failed report fails the event with librdkafka's error text. Once an event of a key failed,
+// most `timeout_ms` + 1 s (the second is slack for that report) and reports what is still out
+// `unavailable` (a message timeout). A report with an error gives the class kafka::classify
+// decides (docs/sinks.md, "Failure classes"): a cluster that is down or busy (message timed out,
+// all brokers down, not leader, not enough replicas, queue full) is `unavailable`, a record the
+// broker rejects (too large, invalid, topic not authorized) is refused (`failed`); the text is
+// librdkafka's, after the class ("unavailable: kafka: Local: Message timed out (last error:
+// ...)"). Once an event of a key failed or was unavailable,
 // later events of that key in the same batch are reported `skipped`, although they were already
 // handed to librdkafka and may reach the topic: Kafka keeps per-partition order, so a consumer
 // can then see such a later event before the redelivery of the failed one (and the later one

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,9 +29,65 @@
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#include "sinks/kafka/kafka_classify.h"
 
 namespace outpost {
+
+namespace kafka {
+
+Outcome classify(rd_kafka_resp_err_t err) {
+  switch (err) {
+    // librdkafka's own: nothing reached a broker that could take it.
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
+    case RD_KAFKA_RESP_ERR__QUEUE_FULL:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR__RESOLVE:
+    case RD_KAFKA_RESP_ERR__SSL:
+    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_BROKER:
+    case RD_KAFKA_RESP_ERR__NODE_UPDATE:
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR__RETRY:
+    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
+    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
+    case RD_KAFKA_RESP_ERR__ISR_INSUFF:
+    case RD_KAFKA_RESP_ERR__FATAL:  // idempotence state lost; a new producer is made next batch
+    case RD_KAFKA_RESP_ERR__DESTROY:
+    // The brokers' "not now".
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_PREFERRED_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_ELIGIBLE_LEADERS_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+    case RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED:
+    case RD_KAFKA_RESP_ERR_NOT_CONTROLLER:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+      return Outcome::unavailable;
+    default:  // MSG_SIZE_TOO_LARGE, INVALID_RECORD, CORRUPT_MESSAGE, TOPIC_AUTHORIZATION_FAILED...
+      return Outcome::refused;
+  }
+}
+
+}  // namespace kafka
+
 namespace {
+
+// The one place a librdkafka error becomes an outcome (kafka::classify), its text naming the class.
+DeliveryResult outcome_of(rd_kafka_resp_err_t err, const std::string& why) {
+  return kafka::classify(err) == kafka::Outcome::unavailable ? core::unavailable(why)
+                                                             : core::refused(why);
+}
 
 struct ProducerDeleter {
   void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
@@ -87,7 +144,16 @@ class KafkaSink final : public Sink {
     outstanding_ = 0;
     const auto deadline = std::chrono::steady_clock::now() + timeout_ + Duration{1000};
 
-    for (std::size_t i = 0; i < events.size(); ++i) produce(events[i], i, results, deadline);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      // Once the local queue stayed full up to the deadline, the rest would wait for nothing.
+      if (queue_full_ && !done_[i]) {
+        done_[i] = true;
+        results[i] = core::not_sent_while_unavailable(*queue_full_);
+        continue;
+      }
+      produce(events[i], i, results, deadline);
+    }
+    queue_full_.reset();
 
     while (outstanding_ > 0) {
       auto left = std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
@@ -95,11 +161,11 @@ class KafkaSink final : public Sink {
       // flush() sends lingering messages at once and serves the delivery reports.
       rd_kafka_flush(producer_.get(), static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
     }
-    if (outstanding_ > 0) {
+    if (outstanding_ > 0) {  // a message timeout, noticed by us before librdkafka said so
       std::string why = "no delivery report within " + std::to_string(timeout_.count()) + " ms";
       if (!last_error_.empty()) why += " (last error: " + last_error_ + ")";
       for (std::size_t i = 0; i < events.size(); ++i)
-        if (!done_[i]) results[i] = DeliveryResult::failed(why);
+        if (!done_[i]) results[i] = outcome_of(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, why);
     }
     results_ = nullptr;
     ++call_;  // late reports of this call are ignored
@@ -166,7 +232,7 @@ class KafkaSink final : public Sink {
     rd_kafka_topic_t* topic = topic_for(event.type, error);
     if (!topic) {
       done_[index] = true;
-      results[index] = DeliveryResult::failed(error);
+      results[index] = outcome_of(rd_kafka_last_error(), error);
       return;
     }
     HeadersPtr headers = make_headers(event);
@@ -192,8 +258,9 @@ class KafkaSink final : public Sink {
       }
       done_[index] = true;
       results[index] =
-          DeliveryResult::failed(std::string("kafka produce to '") + rd_kafka_topic_name(topic) +
-                                 "': " + rd_kafka_err2str(err));
+          outcome_of(err, std::string("kafka produce to '") + rd_kafka_topic_name(topic) +
+                              "': " + rd_kafka_err2str(err));
+      if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) queue_full_ = results[index];
       return;
     }
   }
@@ -216,9 +283,10 @@ class KafkaSink final : public Sink {
     if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR)
       (*results_)[index] = DeliveryResult::delivered();
     else
-      (*results_)[index] = DeliveryResult::failed(
+      (*results_)[index] = outcome_of(
+          msg->err,
           std::string("kafka: ") + rd_kafka_err2str(msg->err) +
-          (last_error_.empty() ? std::string() : " (last error: " + last_error_ + ")"));
+              (last_error_.empty() ? std::string() : " (last error: " + last_error_ + ")"));
   }
 
   static void on_error(rd_kafka_t*, int, const char* reason, void* opaque) noexcept {
@@ -245,6 +313,7 @@ class KafkaSink final : public Sink {
   std::vector<bool> done_;
   std::size_t outstanding_ = 0;
   std::string last_error_;
+  std::optional<DeliveryResult> queue_full_;  // set once producev stayed QUEUE_FULL to the deadline
 };
 
 void set_property(rd_kafka_conf_t* conf, const std::string& name, const std::string& value,
