@@ -576,6 +576,9 @@ Event event_from_json(std::string_view line, JsonInput input) {
       e.headers.emplace(header::kContentType, kBinaryContentType);
     else if (input == JsonInput::strict)
       check_payload_kind(e, "event JSON: field 'payload_base64'");
+    // JSON bytes are stored as every listing prints them, as a "payload" value is (below).
+    if (said && e.payload_kind() == PayloadKind::json && json::accept(e.payload))
+      line_breaks_to_spaces(e.payload);
     return e;
   }
   if (payload == j.end())

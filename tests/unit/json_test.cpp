@@ -212,6 +212,19 @@ TEST(JsonTest, ALineIsOneObjectAndStrictInputKnowsEveryField) {
             std::string::npos);
 }
 
+// JSON given as base64 under a JSON content_type is stored as every listing prints it, as a
+// "payload" value is: its line breaks (whitespace between tokens) become spaces. Before, the
+// bytes kept "\n" while every listing printed " ": the stored payload was not what came out.
+TEST(JsonTest, JsonGivenAsBase64IsStoredAsItIsPrinted) {
+  const std::string line =
+      R"({"type":"t","headers":{"content_type":"application/json"},"payload_base64":"WzEsCjJd"})";
+  for (JsonInput input : {JsonInput::tolerant, JsonInput::strict}) {
+    Event e = event_from_json(line, input);
+    EXPECT_EQ(e.payload, "[1, 2]");
+    EXPECT_EQ(event_from_json(to_json(e), input).payload, e.payload);
+  }
+}
+
 // One rule for payload bytes (emit --payload, payload_base64 under a content_type): what the
 // bytes are must be what their kind says.
 TEST(JsonTest, PayloadBytesMustBeWhatTheirKindSays) {
