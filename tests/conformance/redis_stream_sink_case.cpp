@@ -13,6 +13,7 @@
 #include "outpost/sinks/redis_stream.h"
 #include "server_process.h"
 #include "sink_cases.h"
+#include "sinks/redis_stream/redis_stream_classify.h"
 #include "store_cases.h"  // require_all_endpoints()
 
 namespace outpost::testing {
@@ -64,7 +65,13 @@ const bool registered = register_sink_case({
           f.cleanup = [stream] { delete_keys({stream}); };
           return f;
         },
-    .make_down = nullptr,  // not yet classified: skipped by SinkDown
+    .make_down =
+        [] {
+          SinkFixture f;  // a server that is stopped: nothing listens at its port
+          f.url = "redis-stream://127.0.0.1:" + std::to_string(free_port()) + "/s?timeout_ms=1000";
+          f.sink = open_redis_stream_sink(f.url);
+          return f;
+        },
 });
 
 class RedisStreamSink : public ::testing::Test {
@@ -154,17 +161,77 @@ TEST_F(RedisStreamSink, FieldsArriveByteForByte) {
   }
 }
 
-TEST_F(RedisStreamSink, UnreachableServerFailsEveryEventWithTheErrorText) {
+TEST_F(RedisStreamSink, UnreachableServerIsUnavailableWithTheErrorText) {
   const auto port = free_port();
   auto sink = open_redis_stream_sink("redis-stream://127.0.0.1:" + std::to_string(port) +
                                      "/s?timeout_ms=1000");
-  std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "k")};
+  std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "k"),
+                                     make_event(3, "a", "")};
   auto results = sink->deliver(events);
-  ASSERT_EQ(results.size(), 2u);
-  for (const auto& r : results) {
-    EXPECT_EQ(r.status, DeliveryResult::Status::failed);
-    EXPECT_NE(r.error.find("refused"), std::string::npos) << r.error;
-  }
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(results[0].error.rfind("unavailable: redis-stream connect 127.0.0.1:", 0), 0u)
+      << results[0].error;
+  EXPECT_NE(results[0].error.find("refused"), std::string::npos) << results[0].error;
+  EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped) << "held back behind its key";
+  EXPECT_EQ(results[2].status, DeliveryResult::Status::unavailable);
+}
+
+// Issue 17: a server that is full (maxmemory), stopped or restarting is an outage, not a
+// failure of each event; once it is back the sink delivers again by itself. A private
+// redis-server, so the test can fill and stop it.
+TEST_F(RedisStreamSink, AFullOrStoppedServerIsUnavailableUntilItIsBack) {
+  const auto port = free_port();
+  ServerProcess server({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1",
+                        "--save", "", "--appendonly", "no"});
+  ASSERT_TRUE(wait_for_port(port, std::chrono::seconds(10)));
+  auto admin = redis_connect(RedisEndpoint{"127.0.0.1", port, 0});
+  auto sink = open_redis_stream_sink("redis-stream://127.0.0.1:" + std::to_string(port) +
+                                     "/s?timeout_ms=1000");
+  auto one = [&](int i) {
+    std::vector<StoredEvent> events = {make_event(i, "a", "k")};
+    return sink->deliver(events).at(0);
+  };
+  ASSERT_TRUE(one(1).ok());
+
+  redis_command(admin.get(), {"CONFIG", "SET", "maxmemory", "1"});  // every write is -OOM now
+  auto r = one(2);
+  EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << r.error;
+  EXPECT_EQ(r.error.rfind("unavailable: redis-stream XADD s: OOM ", 0), 0u) << r.error;
+  redis_command(admin.get(), {"CONFIG", "SET", "maxmemory", "0"});
+  r = one(3);
+  EXPECT_TRUE(r.ok()) << r.error;
+
+  server.stop();
+  r = one(4);  // the connection it had is gone
+  EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << r.error;
+  r = one(5);  // and nothing listens
+  EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << r.error;
+  server.start();
+  ASSERT_TRUE(wait_for_port(port, std::chrono::seconds(10)));
+  r = one(6);
+  EXPECT_TRUE(r.ok()) << r.error;
+}
+
+TEST(RedisStreamClassify, ConnectionErrorsAndReplies) {
+  using redis_stream::classify;
+  using redis_stream::Outcome;
+  for (int io : {REDIS_ERR_IO, REDIS_ERR_EOF, REDIS_ERR_PROTOCOL, REDIS_ERR_OOM})
+    EXPECT_EQ(classify(io, {}), Outcome::unavailable) << io;
+  for (const char* reply :
+       {"LOADING Redis is loading the dataset in memory",
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+        "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+        "OOM command not allowed when used memory > 'maxmemory'.", "TRYAGAIN Multiple keys",
+        "CLUSTERDOWN The cluster is down", "READONLY You can't write against a read only replica.",
+        "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist",
+        "WRONGPASS invalid username-password pair or user is disabled."})
+    EXPECT_EQ(classify(0, reply), Outcome::unavailable) << reply;
+  for (const char* reply :
+       {"WRONGTYPE Operation against a key holding the wrong kind of value", "ERR syntax error",
+        "NOPERM this user has no permissions to access one of the keys",
+        "EXECABORT Transaction discarded because of previous errors.", "LOADINGX not a code"})
+    EXPECT_EQ(classify(0, reply), Outcome::refused) << reply;
 }
 
 TEST_F(RedisStreamSink, WrongTypeKeyFailsItsEventAndHoldsBackItsKey) {
@@ -177,6 +244,7 @@ TEST_F(RedisStreamSink, WrongTypeKeyFailsItsEventAndHoldsBackItsKey) {
   auto results = sink->deliver(events);
   delete_keys({key});
   EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
+  EXPECT_EQ(results[0].error.rfind("refused: redis-stream XADD ", 0), 0u) << results[0].error;
   EXPECT_NE(results[0].error.find("WRONGTYPE"), std::string::npos) << results[0].error;
   EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped);
   EXPECT_EQ(results[2].status, DeliveryResult::Status::failed);

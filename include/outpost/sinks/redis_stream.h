@@ -9,11 +9,13 @@
 //   XADD STREAM * id <event id> type <type> key <key> payload <payload>
 //                 occurred_at <RFC 3339> headers <JSON object>
 // The EXEC reply confirms the entries (guarantee 3). The transaction makes a batch all or
-// nothing, so an error reply (-LOADING after a restart, -OOM) fails the whole batch and no later
-// event of a key can land while an earlier one is missing; a broken connection fails the batch
-// "in doubt" (it may have been added as a whole: consumers deduplicate by the `id` field). A
-// command error at run time (-WRONGTYPE: the stream name is taken by another type) fails only
-// that event; later events of its key in the batch are reported `skipped` although they were
+// nothing, so an error reply (-LOADING after a restart, -OOM) gives the whole batch one outcome
+// and no later event of a key can land while an earlier one is missing; a broken connection
+// makes the batch `unavailable` "in doubt" (it may have been added as a whole: consumers
+// deduplicate by the `id` field). The class of each failure is redis_stream::classify's
+// (docs/sinks.md, "Failure classes"): a server that is down, loading, busy or full (-OOM) is
+// `unavailable`, the rest refused (`failed`). A command error at run time (-WRONGTYPE: the
+// stream name is taken by another type) refuses only that event; later events of its key in the batch are reported `skipped` although they were
 // added to their (other) streams. Redis Cluster is not supported by this sink (one node).
 //
 // Trimming (`maxlen=N`, 0/absent = never trim): every `trim_every` appended entries (default

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -24,10 +25,32 @@
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#include "sinks/redis_stream/redis_stream_classify.h"
 #include "sinks/redis_stream/redis_stream_common.h"
 
 namespace outpost {
+
+namespace redis_stream {
+
+Outcome classify(int io_error, std::string_view reply_error) {
+  if (io_error != 0) return Outcome::unavailable;
+  const std::string_view code = reply_error.substr(0, reply_error.find(' '));
+  for (std::string_view busy : {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "OOM",
+                                "MISCONF", "READONLY", "NOREPLICAS", "NOAUTH", "WRONGPASS"})
+    if (code == busy) return Outcome::unavailable;
+  return Outcome::refused;
+}
+
+}  // namespace redis_stream
+
 namespace {
+
+// The one place a failure becomes an outcome (redis_stream::classify), its text naming the class.
+DeliveryResult outcome_of(int io_error, std::string_view reply_error, const std::string& why) {
+  return redis_stream::classify(io_error, reply_error) == redis_stream::Outcome::unavailable
+             ? core::unavailable(why)
+             : core::refused(why);
+}
 
 using redis_stream::ContextPtr;
 using redis_stream::ReplyPtr;
@@ -88,9 +111,9 @@ class RedisStreamSink final : public Sink {
     std::vector<DeliveryResult> results(events.size());
     if (events.empty()) return results;
     if (!ctx_) {
-      std::string why = connect();
-      if (!why.empty()) {
-        for (auto& r : results) r = DeliveryResult::failed(why);
+      if (auto failure = connect()) {
+        for (auto& r : results) r = *failure;
+        core::hold_back_failed_keys(events, results);
         return results;
       }
     }
@@ -133,8 +156,9 @@ class RedisStreamSink final : public Sink {
     }
     out_ += "*1\r\n$4\r\nEXEC\r\n";
     if (redisAppendFormattedCommand(ctx_.get(), out_.data(), out_.size()) != REDIS_OK) {
-      for (auto& r : results) r = DeliveryResult::failed("redis-stream: out of memory");
+      for (auto& r : results) r = outcome_of(REDIS_ERR_OOM, {}, "redis-stream: out of memory");
       ctx_.reset();  // the output buffer may hold a part of the batch: start over
+      core::hold_back_failed_keys(events, results);
       return results;
     }
     if (out_.capacity() > kMaxKeptBuffer) std::string().swap(out_);
@@ -179,70 +203,86 @@ class RedisStreamSink final : public Sink {
   // Reads the replies of MULTI, the n queued XADDs and EXEC into `results`.
   void read_transaction(std::size_t n, const std::vector<const std::string*>& streams,
                         std::vector<DeliveryResult>& results) {
-    auto fail_all = [&](const std::string& why) {
-      for (auto& r : results) r = DeliveryResult::failed(why);
+    auto fail_all = [&](int io_error, std::string_view reply_error, const std::string& why) {
+      const DeliveryResult outcome = outcome_of(io_error, reply_error, why);
+      for (auto& r : results) r = outcome;
     };
     std::string queue_error;  // first command rejected at queue time: EXEC will abort
+    std::string queue_reply;  // ... and the server's words alone, which classify reads
     for (std::size_t i = 0; i < n + 2; ++i) {
       void* raw = nullptr;
       if (redisGetReply(ctx_.get(), &raw) != REDIS_OK) {
         // Connection broken: the transaction may or may not have run (all or nothing).
-        fail_all("redis-stream " + host_port() + ": " + ctx_->errstr +
-                 " (reply lost; the batch may have been added)");
+        fail_all(ctx_->err ? ctx_->err : REDIS_ERR_IO, {},
+                 "redis-stream " + host_port() + ": " + ctx_->errstr +
+                     " (reply lost; the batch may have been added)");
         ctx_.reset();
         return;
       }
       ReplyPtr reply(static_cast<redisReply*>(raw));
       if (i < n + 1) {  // MULTI, then one QUEUED per XADD
-        if (reply->type == REDIS_REPLY_ERROR && queue_error.empty())
-          queue_error = (i == 0 ? std::string("MULTI") : "XADD " + *streams[i - 1]) + ": " +
-                        std::string(reply->str, reply->len);
+        if (reply->type == REDIS_REPLY_ERROR && queue_error.empty()) {
+          queue_reply.assign(reply->str, reply->len);
+          queue_error =
+              (i == 0 ? std::string("MULTI") : "XADD " + *streams[i - 1]) + ": " + queue_reply;
+        }
         continue;
       }
       // EXEC: an array of per-command replies, or an error/nil when the transaction aborted.
       if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n) {
         std::string why = queue_error;
-        if (why.empty() && reply->type == REDIS_REPLY_ERROR)
-          why = "EXEC: " + std::string(reply->str, reply->len);
+        std::string server_words = queue_reply;
+        if (why.empty() && reply->type == REDIS_REPLY_ERROR) {
+          server_words.assign(reply->str, reply->len);
+          why = "EXEC: " + server_words;
+        }
         if (why.empty()) why = "EXEC returned no results";
-        fail_all("redis-stream " + why + " (nothing of the batch was added)");
+        fail_all(0, server_words, "redis-stream " + why + " (nothing of the batch was added)");
         return;
       }
       for (std::size_t k = 0; k < n; ++k) {
         const redisReply* r = reply->element[k];
         if (r->type == REDIS_REPLY_ERROR)
-          results[k] = DeliveryResult::failed("redis-stream XADD " + *streams[k] + ": " +
-                                              std::string(r->str, r->len));
+          results[k] =
+              outcome_of(0, std::string_view(r->str, r->len),
+                         "redis-stream XADD " + *streams[k] + ": " + std::string(r->str, r->len));
         else
           results[k] = DeliveryResult::delivered();
       }
     }
   }
 
-  // Returns an error text, empty on success.
-  std::string connect() {
+  // Connects, authenticates and selects the database; the outcome of every event when that
+  // failed.
+  std::optional<DeliveryResult> connect() {
     const timeval tv = redis_stream::to_timeval(config_.timeout);
     ContextPtr ctx(redisConnectWithTimeout(config_.host.c_str(), config_.port, tv));
-    if (!ctx) return "redis-stream " + host_port() + ": out of memory";
-    if (ctx->err) return "redis-stream connect " + host_port() + ": " + ctx->errstr;
+    if (!ctx)
+      return outcome_of(REDIS_ERR_OOM, {}, "redis-stream " + host_port() + ": out of memory");
+    if (ctx->err)
+      return outcome_of(ctx->err, {}, "redis-stream connect " + host_port() + ": " + ctx->errstr);
     redisSetTimeout(ctx.get(), tv);
-    auto command = [&](const std::vector<std::string>& args) -> std::string {
+    // The failure of one command: {hiredis error, server's error reply}; {0, ""} on success.
+    auto command = [&](const std::vector<std::string>& args) -> std::pair<int, std::string> {
       ReplyPtr r = redis_stream::run_command(ctx.get(), args);
-      if (!r) return std::string(ctx->errstr);
-      if (r->type == REDIS_REPLY_ERROR) return std::string(r->str, r->len);
-      return {};
+      if (!r) return {ctx->err ? ctx->err : REDIS_ERR_IO, std::string(ctx->errstr)};
+      if (r->type == REDIS_REPLY_ERROR) return {0, std::string(r->str, r->len)};
+      return {0, {}};
     };
     if (!config_.password.empty()) {
-      auto err = config_.user.empty() ? command({"AUTH", config_.password})
-                                      : command({"AUTH", config_.user, config_.password});
-      if (!err.empty()) return "redis-stream AUTH " + host_port() + ": " + err;
+      auto [io, err] = config_.user.empty() ? command({"AUTH", config_.password})
+                                            : command({"AUTH", config_.user, config_.password});
+      if (io || !err.empty())
+        return outcome_of(io, err, "redis-stream AUTH " + host_port() + ": " + err);
     }
     if (config_.db != 0) {
-      auto err = command({"SELECT", std::to_string(config_.db)});
-      if (!err.empty()) return "redis-stream SELECT " + std::to_string(config_.db) + ": " + err;
+      auto [io, err] = command({"SELECT", std::to_string(config_.db)});
+      if (io || !err.empty())
+        return outcome_of(io, err,
+                          "redis-stream SELECT " + std::to_string(config_.db) + ": " + err);
     }
     ctx_ = std::move(ctx);
-    return {};
+    return std::nullopt;
   }
 
   void trim(const std::string& stream) {
