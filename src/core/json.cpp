@@ -348,7 +348,8 @@ std::string shown(std::string_view name) {
 void refuse_unknown_fields(const json& object) {
   std::vector<std::string> unknown;
   bool all_close = true;
-  for (const auto& [name, value] : object.items()) {
+  for (const auto& item : object.items()) {
+    const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one
     if (std::any_of(std::begin(kFields), std::end(kFields),
                     [&](const Field& f) { return f.name == name; }))
       continue;
@@ -426,7 +427,8 @@ std::size_t first_non_space(std::string_view s, std::size_t from = 0) {
 // closing bracket, found by counting brackets outside strings; npos when `s` does not start with
 // one or it never closes. Only where it ends: whether it is JSON is the parser's to say.
 std::size_t end_of_first_value(std::string_view s) {
-  std::size_t i = first_non_space(s);
+  // The parser skips a UTF-8 byte order mark before the text; so does this.
+  std::size_t i = first_non_space(s, s.starts_with("\xEF\xBB\xBF") ? 3 : 0);
   if (i == s.size() || (s[i] != '{' && s[i] != '[')) return std::string_view::npos;
   std::size_t depth = 0;
   for (; i < s.size(); ++i) {

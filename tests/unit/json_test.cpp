@@ -192,6 +192,9 @@ TEST(JsonTest, ALineIsOneObjectAndStrictInputKnowsEveryField) {
     EXPECT_NE(message(one + " x", input).find("byte 25 is 'x'"), std::string::npos);
     EXPECT_NE(message(one + one, input).find("byte 24 is '{'"), std::string::npos);
     EXPECT_EQ(message(one + " \t\r", input), "(no error)");
+    EXPECT_NE(message("\xEF\xBB\xBF" + one + '\0' + one, input).find("byte 27 is a NUL byte"),
+              std::string::npos)
+        << "after a byte order mark too";
     EXPECT_NE(message(R"({"type":"t",)" + std::string(1, '\0') + R"("payload":1})", input)
                   .find("not valid JSON at byte 12: a NUL byte"),
               std::string::npos);
