@@ -51,6 +51,12 @@ std::string supported_schemes_text();
 // unblocks them for every other command (the default action then ends it, exit 128+signal).
 void block_stop_signals();
 void unblock_stop_signals();
+// The process's signal policy, set once by main() before any thread exists, for every command:
+// the stop signals blocked (above) and SIGPIPE ignored. A write into a pipe or socket whose reader
+// went away (a file sink on a FIFO or stdout, a peer that hung up) is then an EPIPE error the
+// pipeline reports, never a signal that kills the process with every other pipeline in it
+// (docs/operations.md, "Signals").
+void set_process_signal_policy();
 class StopSignalWatcher {
  public:
   // `on_stop(signal, count)`: count is 1 for the first stop signal, 2 for the second, ...

@@ -82,8 +82,9 @@ bool handles_stop_signals(const std::string& command) {
 int main(int argc, char** argv) {
   using namespace outpost::cli;
   // Before anything else, and before any thread exists (cli.h): a stop signal from now on waits
-  // for the command that handles it instead of killing the process half started.
-  block_stop_signals();
+  // for the command that handles it instead of killing the process half started, and a pipe
+  // whose reader went away is an error of the pipeline writing to it, not the end of the process.
+  set_process_signal_policy();
   register_secret_sources(argc, argv);
   CLI::App app{"outpost: transactional outbox and relay (emit, relay, inspect, benchmark)"};
   app.name("outpost");

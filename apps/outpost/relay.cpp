@@ -38,10 +38,6 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
                                            "--backoff-max-ms");
       !e.empty())
     throw ConfigError(e);
-  // A closed stdout pipe (--sink file:-) must be an error the relay reports, releasing the events
-  // it holds, not a SIGPIPE that kills it with them leased.
-  signal(SIGPIPE, SIG_IGN);
-
   // Usage errors before anything is opened: a bad flag or URL must leave no SQLite file or
   // PostgreSQL table behind. The store's URL is checked without opening it; a sink checks its URL
   // before it creates or connects anything, so the sink opens first and the store last.

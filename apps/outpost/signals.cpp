@@ -1,4 +1,5 @@
-// SIGINT/SIGTERM (cli.h): blocked first thing in main(), so every thread inherits the mask and a
+// The process's signal policy (cli.h). SIGPIPE is ignored everywhere. SIGINT/SIGTERM: blocked
+// first thing in main(), so every thread inherits the mask and a
 // signal that arrives before a command is ready stays pending instead of killing the process;
 // commands that handle them take them on one thread with sigwait(), the others unblock them.
 
@@ -27,6 +28,11 @@ sigset_t stop_signals() {
 void block_stop_signals() {
   sigset_t set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void set_process_signal_policy() {
+  block_stop_signals();
+  signal(SIGPIPE, SIG_IGN);
 }
 
 void unblock_stop_signals() {

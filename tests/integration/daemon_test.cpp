@@ -4,14 +4,20 @@
 // READY=1/STOPPING=1 through NOTIFY_SOCKET, SIGTERM drain, and config errors naming
 // file:line:key with exit 2.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pty.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 
@@ -615,6 +621,88 @@ TEST_F(DaemonTest, ConsumeJsonLogsAreOneObjectPerLineWithoutPayloads) {
   EXPECT_NE(r.err.find("\"level\":\"warning\""), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("parked 1"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("4111-secret-payload"), std::string::npos) << r.err;
+}
+#endif
+
+}  // namespace
+
+// Issue 18: the daemon's defects found by trying it as an operator would.
+namespace {
+
+using namespace outpost::testing;
+using namespace std::chrono_literals;
+
+// Polls `done` every 20 ms for up to `timeout`; true once it held.
+template <typename F>
+bool eventually(F done, std::chrono::seconds timeout = 60s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return done();
+}
+
+class DaemonDefectTest : public ::testing::Test {
+ protected:
+  void emit(const std::string& db, int n) {
+    for (int i = 0; i < n; ++i) {
+      auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--key",
+                        "k" + std::to_string(i), "--payload", "{}"});
+      ASSERT_EQ(r.code, 0) << r.err;
+    }
+  }
+  // Reads what is in the pipe so far (non-blocking reader) into `into`; the ids in it.
+  static std::size_t drain(int reader, std::string& into) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(reader, buf, sizeof buf)) > 0;) into.append(buf, std::size_t(n));
+    return event_ids_in(into).size();
+  }
+  TempDir dir_;
+};
+
+#ifdef OUTPOST_TEST_HAVE_CONSUME
+// Defect 1: a relay's file sink is a named pipe whose reader goes away. The write gets EPIPE;
+// without SIGPIPE ignored by the whole process (main(), every command) the daemon died of it
+// (exit 141), taking the other pipelines with it. It must keep running and they delivering.
+TEST_F(DaemonDefectTest, APipeWhoseReaderWentAwayDoesNotKillTheDaemon) {
+  const std::string fifo = dir_ / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The reader first (non-blocking, so it needs no writer): the sink's open then finds one.
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  emit(dir_ / "a.db", 2);
+  emit(dir_ / "b.db", 2);
+  auto file = dir_ / "pipe.toml";
+  write_file(file, "[[relay]]\nname = \"piped\"\nstore = \"sqlite:" + dir_ / "a.db" +
+                       "\"\nsink = \"file:" + fifo + "\"\n\n[[relay]]\nname = \"other\"\n" +
+                       "store = \"sqlite:" + dir_ / "b.db" +
+                       "\"\nsink = \"file:" + dir_ / "b.jsonl" +
+                       "\"\n\n[[consume]]\nname = \"copy\"\nfrom = \"file:" + dir_ / "b.jsonl" +
+                       "\"\ngroup = \"g\"\ncheckpoint = \"sqlite:" + dir_ / "c.db" +
+                       "\"\nsink = \"file:" + dir_ / "copy.jsonl" + "\"\n");
+  auto log = dir_ / "run.log";
+  CliProcess daemon({"run", "--config", file}, log);
+
+  // The piped relay delivers its first 2 into the pipe; then its reader goes away.
+  std::string piped;
+  EXPECT_TRUE(eventually([&] { return drain(reader, piped) >= 2; })) << piped << read_file(log);
+  ::close(reader);
+  emit(dir_ / "a.db", 1);  // its write now meets a pipe without a reader
+  // The write has been tried (the daemon says so, or died of it).
+  EXPECT_TRUE(eventually([&] {
+    return read_file(log).find("Broken pipe") != std::string::npos || daemon.wait(0ms) != -1;
+  })) << read_file(log);
+  ASSERT_EQ(daemon.wait(0ms), -1) << "the daemon died: " << read_file(log);
+
+  // The other relay and the consumer go on delivering.
+  emit(dir_ / "b.db", 3);
+  EXPECT_TRUE(eventually([&] { return lines_of(read_file(dir_ / "copy.jsonl")).size() == 5; }))
+      << read_file(log);
+  EXPECT_EQ(lines_of(read_file(dir_ / "b.jsonl")).size(), 5u);
+  ASSERT_EQ(daemon.wait(0ms), -1) << "the daemon died: " << read_file(log);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(60s), 0) << read_file(log);
 }
 #endif
 
