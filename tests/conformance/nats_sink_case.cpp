@@ -5,15 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../integration/broker_consumers.h"
 #include "core/cloudevents.h"
 #include "outpost/error.h"
 #include "outpost/sinks/nats.h"
+#include "server_process.h"
 #include "sink_cases.h"
-#include "store_cases.h"  // require_all_endpoints()
+#include "sinks/nats/nats_classify.h"
+#include "store_cases.h"  // require_all_endpoints(), temp_dir()
 
 namespace outpost::testing {
 namespace {
@@ -35,6 +40,40 @@ std::string stream_name() {
     if (c == '-') c = '_';
   return s;
 }
+
+// A nats-server with JetStream of the test's own, to stop while a sink is connected to it (the
+// sink connects when it is opened, so "nothing listening" cannot even be opened).
+class PrivateNats {
+ public:
+  PrivateNats()
+      : port_(free_port()),
+        dir_(temp_dir() + "/" + unique_name("nats")),
+        server_({"nats-server", "-a", "127.0.0.1", "-p", std::to_string(port_), "-js", "-sd", dir_},
+                dir_ + ".log") {
+    if (!wait_for_port(port_, std::chrono::seconds(10)))
+      throw std::runtime_error("private nats-server did not start on port " +
+                               std::to_string(port_));
+  }
+  ~PrivateNats() {
+    server_.stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::filesystem::remove(dir_ + ".log", ec);
+  }
+  PrivateNats(const PrivateNats&) = delete;
+  PrivateNats& operator=(const PrivateNats&) = delete;
+  std::string url() const { return "nats://127.0.0.1:" + std::to_string(port_); }
+  void stop() { server_.stop(); }
+  void start() {
+    server_.start();
+    wait_for_port(port_, std::chrono::seconds(10));
+  }
+
+ private:
+  std::uint16_t port_;
+  std::string dir_;
+  ServerProcess server_;
+};
 
 const bool registered = register_sink_case({
     .name = "nats",
@@ -59,7 +98,16 @@ const bool registered = register_sink_case({
           f.cleanup = [stream] { nats_delete_stream(nats_url(), stream); };
           return f;
         },
-    .make_down = nullptr,  // not yet classified: skipped by SinkDown
+    .make_down =
+        [] {
+          auto server = std::make_shared<PrivateNats>();
+          SinkFixture f;
+          f.url = server->url() + "/down.s?stream=DOWN&create=1&timeout_ms=1500&sync_always=1";
+          f.sink = open_nats_sink(f.url);
+          server->stop();  // the sink keeps reconnecting meanwhile
+          f.cleanup = [server]() mutable { server.reset(); };
+          return f;
+        },
 });
 
 class NatsSink : public ::testing::Test {
@@ -188,8 +236,10 @@ TEST_F(NatsSink, WarnsThatAPubAckIsNotDurableUnlessTheUrlSaysSyncAlways) {
   EXPECT_EQ(err.find("on disk"), std::string::npos) << err;
 }
 
-TEST_F(NatsSink, SubjectNoStreamCapturesFailsWithTheServerText) {
-  // The stream exists but does not capture this subject: no PubAck can come.
+// No responders: nobody answers on the subject. JetStream disabled or restarting looks the same
+// as a subject no stream captures (e.g. the stream was deleted under the relay), so both are
+// unavailable: the backlog waits for the stream instead of being dead-lettered (docs/sinks.md).
+TEST_F(NatsSink, SubjectNoStreamCapturesIsUnavailable) {
   auto sink = open_nats_sink(nats_url() + "/a." + stream_ + "?stream=" + stream_ +
                              "&create=1&timeout_ms=1500");
   auto other = open_nats_sink(nats_url() + "/elsewhere." + stream_ + "?stream=" + stream_ +
@@ -197,9 +247,99 @@ TEST_F(NatsSink, SubjectNoStreamCapturesFailsWithTheServerText) {
   std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "k")};
   auto results = other->deliver(events);
   ASSERT_EQ(results.size(), 2u);
-  EXPECT_EQ(results[0].status, DeliveryResult::Status::failed);
-  EXPECT_FALSE(results[0].error.empty());
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable) << results[0].error;
+  EXPECT_EQ(results[0].error.rfind("unavailable: nats: ", 0), 0u) << results[0].error;
   EXPECT_EQ(results[1].status, DeliveryResult::Status::skipped);
+
+  nats_delete_stream(nats_url(), stream_);  // the stream deleted under a running sink
+  results = sink->deliver(events);
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable) << results[0].error;
+}
+
+// Issue 17: a server that stops is an outage; the sink reconnects and delivers once it is back.
+TEST_F(NatsSink, AStoppedServerIsUnavailableUntilItIsBack) {
+  PrivateNats server;
+  auto sink = open_nats_sink(server.url() + "/s." + stream_ + "?stream=" + stream_ +
+                             "&create=1&timeout_ms=1500&sync_always=1");
+  std::vector<StoredEvent> events = {make_event(1, "a", "k"), make_event(2, "a", "")};
+  auto results = sink->deliver(events);
+  ASSERT_TRUE(results[0].ok() && results[1].ok()) << results[0].error << results[1].error;
+
+  server.stop();
+  results = sink->deliver(events);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << r.error;
+    EXPECT_EQ(r.error.rfind("unavailable: nats", 0), 0u) << r.error;
+  }
+  server.start();  // file storage: the stream is still there
+  bool delivered = false;
+  std::string last;
+  for (int i = 0; i < 100 && !delivered; ++i) {  // reconnects every 250 ms: bounded wait
+    results = sink->deliver(events);
+    delivered = results[0].ok() && results[1].ok();
+    if (!delivered) {
+      last = results[0].error;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  EXPECT_TRUE(delivered) << "not delivered after the server returned: " << last;
+}
+
+// The server's answer decides the class: a full stream (max_msgs with discard new) is
+// unavailable, a message over the server's max_payload refused.
+TEST_F(NatsSink, TheServersAnswerDecidesTheClass) {
+  {
+    natsConnection* raw = nullptr;
+    ASSERT_EQ(natsConnection_ConnectTo(&raw, nats_url().c_str()), NATS_OK);
+    std::unique_ptr<natsConnection, NatsConnDeleter> nc(raw);
+    jsCtx* rawjs = nullptr;
+    ASSERT_EQ(natsConnection_JetStream(&rawjs, nc.get(), nullptr), NATS_OK);
+    std::unique_ptr<jsCtx, JsDeleter> js(rawjs);
+    const std::string subject = "full." + stream_;
+    const char* subjects[] = {subject.c_str()};
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    cfg.Name = stream_.c_str();
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_MemoryStorage;
+    cfg.MaxMsgs = 1;
+    cfg.Discard = js_DiscardNew;
+    jsStreamInfo* si = nullptr;
+    ASSERT_EQ(js_AddStream(&si, js.get(), &cfg, nullptr, nullptr), NATS_OK);
+    jsStreamInfo_Destroy(si);
+  }
+  auto sink = open_nats_sink(nats_url() + "/full." + stream_ + "?stream=" + stream_ +
+                             "&timeout_ms=1500&sync_always=1");
+  std::vector<StoredEvent> first = {make_event(1, "a", "k")};
+  ASSERT_TRUE(sink->deliver(first)[0].ok());
+  std::vector<StoredEvent> second = {make_event(2, "a", "k")};
+  auto r = sink->deliver(second)[0];
+  EXPECT_EQ(r.status, DeliveryResult::Status::unavailable) << r.error;
+  EXPECT_NE(r.error.find("maximum messages"), std::string::npos) << r.error;
+
+  std::vector<StoredEvent> big = {make_event(3, "a", "")};
+  big[0].payload = std::string(2 * 1024 * 1024, 'x');  // above the server's max_payload (1 MB)
+  r = sink->deliver(big)[0];
+  EXPECT_EQ(r.status, DeliveryResult::Status::failed) << r.error;
+  EXPECT_EQ(r.error.rfind("refused: ", 0), 0u) << r.error;
+}
+
+TEST(NatsClassify, StatusesAndJetStreamCodes) {
+  using nats::classify;
+  using nats::Outcome;
+  for (natsStatus s :
+       {NATS_NO_RESPONDERS, NATS_TIMEOUT, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED,
+        NATS_NO_SERVER, NATS_STALE_CONNECTION, NATS_IO_ERROR})
+    EXPECT_EQ(classify(s, 0), Outcome::unavailable) << natsStatus_GetText(s);
+  for (natsStatus s : {NATS_MAX_PAYLOAD, NATS_INVALID_SUBJECT, NATS_ERR})
+    EXPECT_EQ(classify(s, 0), Outcome::refused) << natsStatus_GetText(s);
+  for (int code : {JSNotEnabledErr, JSNotEnabledForAccountErr, JSClusterNotAvailErr,
+                   JSStorageResourcesExceededErr, JSStreamStoreFailedErr})
+    EXPECT_EQ(classify(NATS_ERR, code), Outcome::unavailable) << code;
+  for (int code :
+       {JSStreamMessageExceedsMaximumErr, JSStreamNotMatchErr, JSStreamWrongLastSequenceErr})
+    EXPECT_EQ(classify(NATS_ERR, code), Outcome::refused) << code;
 }
 
 TEST_F(NatsSink, UrlErrorsNameTheBadPart) {

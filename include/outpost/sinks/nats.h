@@ -10,9 +10,12 @@
 // (the server drops a second message with the same id inside the stream's duplicate window),
 // and the CloudEvents 1.0 binary-mode headers (ce-id, ce-type, ce-partitionkey, ...). An event is
 // `delivered` when its PubAck arrived; a PubAck flagged `duplicate` is delivered too (the stream
-// already holds it). A negative PubAck or no PubAck within `timeout_ms` (default
-// SinkOptions::timeout) fails the event with the server's text; while the connection is down
-// events fail at once with the connection status. At most `max_pending` (default 4096)
+// already holds it). No PubAck within `timeout_ms` (default SinkOptions::timeout), a connection
+// that is down (reported at once with the connection status), no responders and a JetStream that
+// cannot store now (not enabled, no leader, out of storage, stream full) make the event
+// `unavailable`; a negative PubAck that rejects the message (too large, failed expectation) is
+// refused (`failed`) with the server's text. nats::classify decides (docs/sinks.md, "Failure
+// classes"). At most `max_pending` (default 4096)
 // publishes await their PubAck. Once an event of a key failed, later events of that key in the
 // batch are reported `skipped` (they may already be stored; dedup by Nats-Msg-Id covers their
 // redelivery inside the window).

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -25,10 +26,60 @@
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#include "sinks/nats/nats_classify.h"
 #include "sinks/nats/nats_common.h"
 
 namespace outpost {
+
+namespace nats {
+
+Outcome classify(natsStatus status, int js_code) {
+  switch (js_code) {
+    case 0:
+      break;
+    case JSNotEnabledErr:
+    case JSNotEnabledForAccountErr:
+    case JSClusterNotAvailErr:
+    case JSClusterNotLeaderErr:
+    case JSClusterNoPeersErr:
+    case JSInsufficientResourcesErr:
+    case JSMemoryResourcesExceededErr:
+    case JSStorageResourcesExceededErr:
+    case JSStreamStoreFailedErr:  // "maximum messages exceeded": a full stream, like a full disk
+    case JSStreamLimitsErr:
+      return Outcome::unavailable;
+    default:
+      return Outcome::refused;
+  }
+  switch (status) {
+    case NATS_NO_RESPONDERS:
+    case NATS_TIMEOUT:
+    case NATS_CONNECTION_CLOSED:
+    case NATS_CONNECTION_DISCONNECTED:
+    case NATS_NO_SERVER:
+    case NATS_STALE_CONNECTION:
+    case NATS_IO_ERROR:
+    case NATS_NOT_YET_CONNECTED:
+    case NATS_DRAINING:
+    case NATS_CONNECTION_AUTH_FAILED:
+    case NATS_SECURE_CONNECTION_REQUIRED:
+    case NATS_SSL_ERROR:
+    case NATS_NO_MEMORY:
+      return Outcome::unavailable;
+    default:
+      return Outcome::refused;
+  }
+}
+
+}  // namespace nats
+
 namespace {
+
+// The one place a failure becomes an outcome (nats::classify), its text naming the class.
+DeliveryResult outcome_of(natsStatus status, int js_code, const std::string& why) {
+  return nats::classify(status, js_code) == nats::Outcome::unavailable ? core::unavailable(why)
+                                                                       : core::refused(why);
+}
 
 using nats::ConnectionDeleter;
 using nats::JsDeleter;
@@ -121,7 +172,8 @@ class NatsSink final : public Sink {
     if (st != NATS_CONN_STATUS_CONNECTED) {
       const std::string why = "nats " + config_.where + ": connection " + conn_status_text(st) +
                               last_connection_error();
-      for (auto& r : results) r = DeliveryResult::failed(why);
+      for (auto& r : results) r = outcome_of(NATS_CONNECTION_DISCONNECTED, 0, why);
+      core::hold_back_failed_keys(events, results);
       return results;
     }
     {
@@ -132,7 +184,18 @@ class NatsSink final : public Sink {
       results_ = &results;
       outstanding_ = 0;
     }
-    for (std::size_t i = 0; i < events.size(); ++i) publish(events[i], i);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      // A publish that found the server unavailable (a stall on a full pending window waits
+      // timeout_ms): the rest would only wait the same again.
+      if (publish_unavailable_) {
+        std::lock_guard lock(mu_);
+        done_[i] = true;
+        results[i] = core::not_sent_while_unavailable(*publish_unavailable_);
+        continue;
+      }
+      publish(events[i], i);
+    }
+    publish_unavailable_.reset();
     wait_for_acks();
     {
       std::lock_guard lock(mu_);
@@ -144,7 +207,7 @@ class NatsSink final : public Sink {
                 : std::string("connection ") + conn_status_text(cs) + " before the PubAck" +
                       last_connection_error();
         for (std::size_t i = 0; i < events.size(); ++i)
-          if (!done_[i]) results[i] = DeliveryResult::failed("nats: " + why);
+          if (!done_[i]) results[i] = outcome_of(NATS_TIMEOUT, 0, "nats: " + why);
       }
       results_ = nullptr;
       index_.clear();
@@ -239,17 +302,19 @@ class NatsSink final : public Sink {
     const std::string& subject = subject_for(event.type);
     char id_buf[37];
     const std::string_view id = core::format_event_id(event.id, id_buf);
-    auto fail = [&](const std::string& why) {
+    auto fail = [&](natsStatus status, const std::string& why) {
       std::lock_guard lock(mu_);
       if (!done_[index]) {
         done_[index] = true;
-        (*results_)[index] = DeliveryResult::failed(why);
+        (*results_)[index] = outcome_of(status, 0, why);
+        if ((*results_)[index].status == DeliveryResult::Status::unavailable)
+          publish_unavailable_ = (*results_)[index];
       }
     };
     natsMsg* raw = nullptr;
     natsStatus s = natsMsg_Create(&raw, subject.c_str(), nullptr, event.payload.data(),
                                   static_cast<int>(event.payload.size()));
-    if (s != NATS_OK) return fail("nats message for '" + subject + "': " + status_text(s));
+    if (s != NATS_OK) return fail(s, "nats message for '" + subject + "': " + status_text(s));
     std::unique_ptr<natsMsg, MsgDeleter> msg(raw);
     core::for_each_cloudevents_header(
         event, id, time_, attr_, [&](std::string_view name, std::string_view value) {
@@ -273,7 +338,7 @@ class NatsSink final : public Sink {
         if (index_.erase(key)) --outstanding_;
       }
       natsMsg_Destroy(handoff);
-      fail("nats publish to '" + subject + "': " + status_text(s));
+      fail(s, "nats publish to '" + subject + "': " + status_text(s));
       return;
     }
     natsMsg_Destroy(handoff);  // no-op: cnats took ownership
@@ -333,7 +398,8 @@ class NatsSink final : public Sink {
         else
           why += "negative PubAck";
         if (pae && pae->ErrCode) why += " (err_code " + std::to_string(pae->ErrCode) + ")";
-        (*results_)[i] = DeliveryResult::failed(why);
+        (*results_)[i] =
+            pae ? outcome_of(pae->Err, static_cast<int>(pae->ErrCode), why) : core::refused(why);
       }
     }
     if (outstanding_ == 0) ack_cv_.notify_all();
@@ -353,6 +419,9 @@ class NatsSink final : public Sink {
   std::vector<bool> done_;
   std::vector<DeliveryResult>* results_ = nullptr;
   std::size_t outstanding_ = 0;
+  // Set when a publish of this call found the server unavailable; written and read only on
+  // the deliver() thread (publish() runs there).
+  std::optional<DeliveryResult> publish_unavailable_;
 };
 
 }  // namespace
