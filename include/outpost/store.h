@@ -8,8 +8,17 @@
 //   leased   --nack(error, retry_in)--> pending(due_at = now + retry_in)
 //   leased   --nack(error, dead)--> dead(last_error)
 //   leased   --release--> pending, due now, the claim's attempt not counted
-//   leased   --lease expires--> claimable again (the attempt stays counted)
-//   dead     --retry--> pending(attempts = 0)        dead --discard--> deleted
+//   leased   --lease expires--> claimable again, still owned by the expired claim
+//   expired  --claim--> leased(new owner, lease_until), crashes + 1, attempts unchanged
+//   dead     --retry--> pending(attempts = 0, crashes = 0)        dead --discard--> deleted
+//
+// attempts counts delivery attempts: the failures recorded by nacks plus the one in flight. A
+// lease that expired with no outcome recorded (the relay died, hung, or could not write the
+// outcome) is not a new attempt: the next claim takes over the expired claim's attempt and
+// counts a crash instead (StoredEvent::crashes), so an outage of the store or a relay killed
+// again and again never uses up attempts; the relay bounds crashes on their own. Every store
+// tells an expired claim from a fresh one by the owner the expired claim left on the event
+// (ack, nack and release all clear or delete it).
 //
 // Time (due_at, lease_until) comes from one clock per store (the database's now(), Redis TIME),
 // never from the relay hosts.
@@ -89,6 +98,7 @@ struct EventState {
   std::string type;
   std::string key;
   int attempts = 0;        // delivery attempts so far (counting one in flight)
+  int crashes = 0;         // claims whose lease expired with no outcome (StoredEvent::crashes)
   std::string last_error;  // the last delivery error; empty: none
   // Not leased: when it is due (again); for a failed event, its next attempt.
   std::optional<TimePoint> next_attempt;
@@ -134,7 +144,8 @@ class Store {
   virtual void append(std::span<const Event> events, TxHandle tx = {}) = 0;
 
   // Claims up to `max` due events under a new lease of length `lease`, incrementing their
-  // attempts. Returns an empty batch when nothing is claimable.
+  // attempts (or, for an event whose earlier claim's lease expired unsettled, its crashes; see
+  // the life cycle above). Returns an empty batch when nothing is claimable.
   virtual ClaimedBatch claim(std::size_t max, Duration lease,
                              ClaimOrder order = ClaimOrder::ordered) = 0;
 
@@ -178,7 +189,7 @@ class Store {
   // Dead letters, oldest first.
   virtual std::vector<DeadEvent> dead(std::size_t limit) = 0;
 
-  // Dead -> pending with attempts = 0. Returns how many dead events were found.
+  // Dead -> pending with attempts = 0 and crashes = 0. Returns how many dead events were found.
   virtual std::size_t retry(std::span<const EventId> ids) = 0;
   virtual std::size_t retry_all() = 0;
 

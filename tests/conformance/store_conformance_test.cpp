@@ -683,7 +683,8 @@ TEST_P(StoreConformance, ExpiredLeaseIsReclaimedAndLiveOneIsNot) {
   auto again = claim_within(store(), 10, 10s, 3s);
   ASSERT_EQ(again.events.size(), 1u);
   EXPECT_EQ(again.events[0].id, events[1].id);
-  EXPECT_EQ(again.events[0].attempts, 2);  // the expired attempt counts
+  EXPECT_EQ(again.events[0].attempts, 1);  // the expired claim's attempt, now in flight again
+  EXPECT_EQ(again.events[0].crashes, 1);
   EXPECT_TRUE(store().claim(10, 10s).empty());
   EXPECT_EQ(store().stats().leased, 2);
 }
@@ -696,7 +697,102 @@ TEST_P(StoreConformance, ExpiredLeaseIsReclaimedInKeyOrder) {
   auto second = claim_within(store(), 10, 10s, 3s);
   ASSERT_EQ(second.events.size(), 2u);
   EXPECT_EQ(ids_of(second.events), ids_of(events));
-  EXPECT_EQ(second.events[0].attempts, 2);
+  EXPECT_EQ(second.events[0].attempts, 1);
+  EXPECT_EQ(second.events[0].crashes, 1);
+}
+
+// A lease that expires with no outcome recorded (the relay died or hung, or could not write the
+// outcome to the store) is a crash, not a delivery attempt (store.h): the next claim takes over
+// the expired claim's attempt and counts a crash, again at every expiry. A nack still records an
+// attempt, a release undoes only the claim's attempt, and a retried dead letter starts both
+// counters at 0. (The leases are 150 ms; no check races them: a stalled test machine only makes
+// the claims wait longer.)
+TEST_P(StoreConformance, AnExpiredLeaseCountsACrashNotAnAttempt) {
+  std::vector<Event> events{make_event("t", "k")};
+  store().append(events);
+  const std::vector<EventId> ids = ids_of(events);
+  auto first = store().claim(10, 150ms);
+  ASSERT_EQ(first.events.size(), 1u);
+  EXPECT_EQ(first.events[0].attempts, 1);
+  EXPECT_EQ(first.events[0].crashes, 0);
+
+  auto second = claim_within(store(), 10, 150ms, 10s);  // first's lease expired unsettled
+  ASSERT_EQ(second.events.size(), 1u);
+  EXPECT_EQ(second.events[0].attempts, 1);
+  EXPECT_EQ(second.events[0].crashes, 1);
+  auto third = claim_within(store(), 10, 30s, 10s);  // and second's
+  ASSERT_EQ(third.events.size(), 1u);
+  EXPECT_EQ(third.events[0].attempts, 1);
+  EXPECT_EQ(third.events[0].crashes, 2);
+  auto listed = store().list(10);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].attempts, 1);
+  EXPECT_EQ(listed[0].crashes, 2);
+  auto leased = store().leased(10);
+  ASSERT_EQ(leased.size(), 1u);
+  EXPECT_EQ(leased[0].attempts, 1);
+  EXPECT_EQ(leased[0].crashes, 2);
+  // The expired claims' owners can no longer settle; the current one can.
+  EXPECT_EQ(store().release(first, ids), 0u);
+  EXPECT_EQ(store().release(second, ids), 0u);
+
+  // A refused delivery is an attempt; the next claim is a fresh one.
+  std::vector<Nack> retry_now{{events[0].id, "refused", Duration(0)}};
+  EXPECT_EQ(store().nack(third, retry_now), 1u);
+  auto fourth = claim_within(store(), 10, 30s, 10s);
+  ASSERT_EQ(fourth.events.size(), 1u);
+  EXPECT_EQ(fourth.events[0].attempts, 2);
+  EXPECT_EQ(fourth.events[0].crashes, 2);
+
+  // A release undoes the claim's attempt and keeps the crashes.
+  EXPECT_EQ(store().release(fourth, ids), 1u);
+  auto fifth = store().claim(10, 30s);
+  ASSERT_EQ(fifth.events.size(), 1u);
+  EXPECT_EQ(fifth.events[0].attempts, 2);
+  EXPECT_EQ(fifth.events[0].crashes, 2);
+
+  // Dead letters keep both counters; a retry starts them at 0.
+  std::vector<Nack> dead_now{{events[0].id, "gave up", std::nullopt}};
+  EXPECT_EQ(store().nack(fifth, dead_now), 1u);
+  auto dead = store().dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].attempts, 2);
+  EXPECT_EQ(dead[0].crashes, 2);
+  EXPECT_EQ(store().retry(ids), 1u);
+  listed = store().list(10);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].attempts, 0);
+  EXPECT_EQ(listed[0].crashes, 0);
+  auto sixth = store().claim(10, 30s);
+  ASSERT_EQ(sixth.events.size(), 1u);
+  EXPECT_EQ(sixth.events[0].attempts, 1);
+  EXPECT_EQ(sixth.events[0].crashes, 0);
+  EXPECT_EQ(store().ack(sixth, ids), 1u);
+}
+
+// settle_and_claim claims like claim(): an event whose lease expired unsettled counts a crash.
+TEST_P(StoreConformance, SettleAndClaimCountsACrashForAnExpiredLease) {
+  std::vector<Event> events{make_event("t", "k"), make_event("t", "j")};
+  store().append(events);
+  auto lost = store().claim(1, 150ms);  // k, whose lease will expire
+  ASSERT_EQ(lost.events.size(), 1u);
+  auto held = store().claim(1, 30s);  // j
+  ASSERT_EQ(held.events.size(), 1u);
+  ClaimedBatch next;
+  auto deadline = SteadyClock::now() + 10s;
+  const std::vector<EventId> acks = ids_of(held.events);
+  Settlement settlement{acks, {}, {}};
+  SettleCounts counts;
+  next = store().settle_and_claim(held, settlement, counts, 10, 30s);
+  EXPECT_EQ(counts.acked, 1u);
+  while (next.empty() && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+    next = store().settle_and_claim(held, Settlement{}, counts, 10, 30s);
+  }
+  ASSERT_EQ(next.events.size(), 1u);
+  EXPECT_EQ(next.events[0].id, events[0].id);
+  EXPECT_EQ(next.events[0].attempts, 1);
+  EXPECT_EQ(next.events[0].crashes, 1);
 }
 
 TEST_P(StoreConformance, RenewExtendsTheLease) {

@@ -163,7 +163,7 @@ TEST(PostgresStore, ConcurrentFirstOpensDoNotRace) {
 }
 
 // Schema v2 sets fillfactor 30 (claims stay HOT updates); an outbox created by a v1 build is
-// upgraded on first open and keeps working.
+// upgraded on first open (on to the current version) and keeps working.
 TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   REQUIRE_PG();
   std::string table = testing::unique_name("mig_");
@@ -181,7 +181,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   };
   open_postgres_store(url);
   EXPECT_EQ(reloptions(), "fillfactor=30");
-  EXPECT_EQ(version(), "2");
+  EXPECT_EQ(version(), "3");
   // What a v1 build left behind.
   query_one(conn.get(), "ALTER TABLE \"" + table + "\" SET (fillfactor = 60)");
   query_one(conn.get(),
@@ -189,7 +189,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   {
     auto store = open_postgres_store(url);
     EXPECT_EQ(reloptions(), "fillfactor=30");
-    EXPECT_EQ(version(), "2");
+    EXPECT_EQ(version(), "3");
     std::vector<Event> events{Event::make("t", "{}", "k")};
     store->append(events);
     auto batch = store->claim(10, 5s);
@@ -200,6 +200,78 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   }
   query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
                             "_archive\" CASCADE");
+  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+}
+
+// Schema v3 adds the crash counter. An outbox a v2 build left behind (no crashes columns) with an
+// event in flight whose relay died and a dead letter: read-only it is read as it is (crashes 0,
+// not migrated); the first writable open adds the columns in place, every event reads crashes 0,
+// and the event whose lease expired is claimed as a crash, not another attempt.
+TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("mig_");
+  std::string url = with_table(shared_url(), table);
+  auto conn = raw_connect(shared_url());
+  const std::string t = "\"" + table + "\"", dead_t = "\"" + table + "_dead\"";
+  auto version = [&] {
+    return query_one(conn.get(),
+                     "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
+  };
+  open_postgres_store(url);
+  EXPECT_EQ(version(), "3");
+  // What a v2 build left behind.
+  query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN crashes");
+  query_one(conn.get(), "ALTER TABLE " + dead_t + " DROP COLUMN crashes");
+  query_one(conn.get(),
+            "UPDATE outpost_schema_version SET version = 2 WHERE tbl = '" + table + "'");
+  query_one(conn.get(), "INSERT INTO " + t +
+                            " (id, type, key, payload, attempts, state, lease_owner, lease_until) "
+                            "VALUES (gen_random_uuid(), 'in.flight', 'k', '\\x7b7d', 1, 1, "
+                            "'pg-gone-1', now() - interval '1 hour')");
+  query_one(conn.get(), "INSERT INTO " + dead_t +
+                            " (seq, id, type, key, payload, occurred_at, headers, attempts, "
+                            "last_error) VALUES (1000, gen_random_uuid(), 'dead', 'd', "
+                            "'\\x7b7d', now(), '{}', 3, 'refused')");
+  {
+    StoreOptions ro;
+    ro.open = StoreOptions::Open::read_only;
+    auto store = open_postgres_store(url, ro);
+    auto listed = store->list(10);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].attempts, 1);
+    EXPECT_EQ(listed[0].crashes, 0);
+    auto dead = store->dead(10);
+    ASSERT_EQ(dead.size(), 1u);
+    EXPECT_EQ(dead[0].attempts, 3);
+    EXPECT_EQ(dead[0].crashes, 0);
+    EXPECT_EQ(dead[0].last_error, "refused");
+    EXPECT_TRUE(store->leased(10).empty());  // expired an hour ago
+  }
+  EXPECT_EQ(version(), "2");  // read-only migrated nothing
+  {
+    auto store = open_postgres_store(url);
+    EXPECT_EQ(version(), "3");
+    auto listed = store->list(10);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].crashes, 0);
+    auto dead = store->dead(10);
+    ASSERT_EQ(dead.size(), 1u);
+    EXPECT_EQ(dead[0].attempts, 3);
+    EXPECT_EQ(dead[0].crashes, 0);
+    EXPECT_EQ(dead[0].last_error, "refused");
+    auto batch = store->claim(10, 5s);
+    ASSERT_EQ(batch.events.size(), 1u);
+    EXPECT_EQ(batch.events[0].type, "in.flight");
+    EXPECT_EQ(batch.events[0].attempts, 1);  // the dead relay's attempt, in flight again
+    EXPECT_EQ(batch.events[0].crashes, 1);
+    std::vector<Nack> nacks{{batch.events[0].id, "gave up", std::nullopt}};
+    EXPECT_EQ(store->nack(batch, nacks), 1u);
+    dead = store->dead(10);
+    ASSERT_EQ(dead.size(), 2u);
+    EXPECT_EQ(dead[0].type, "in.flight");  // seq 1, before the dead letter's 1000
+    EXPECT_EQ(dead[0].crashes, 1);
+  }
+  query_one(conn.get(), "DROP TABLE " + t + ", " + dead_t + ", \"" + table + "_archive\" CASCADE");
   query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
 }
 

@@ -272,7 +272,7 @@ TEST_F(SqliteStoreTest, ClaimedEventWithoutItsBodyIsCorrupt) {
 }
 
 // Version 1 had a partial index on attempted rows; opening such a file migrates it to version 2
-// (index dropped) in place, keeping the events.
+// (index dropped) in place, keeping the events, and on to the current version.
 TEST_F(SqliteStoreTest, Version1FileIsMigratedToVersion2) {
   std::vector<Event> events{Event::make("a", "1", "k"), Event::make("b", "2", "k")};
   open_sqlite_store("sqlite:" + path())->append(events);
@@ -292,7 +292,7 @@ TEST_F(SqliteStoreTest, Version1FileIsMigratedToVersion2) {
                                  -1, &raw, nullptr),
               SQLITE_OK);
     ASSERT_EQ(sqlite3_step(raw), SQLITE_ROW);
-    EXPECT_EQ(sqlite3_column_int(raw, 0), 2);
+    EXPECT_EQ(sqlite3_column_int(raw, 0), 3);
     EXPECT_EQ(sqlite3_column_int(raw, 1), 0);
     sqlite3_finalize(raw);
   }
@@ -300,6 +300,115 @@ TEST_F(SqliteStoreTest, Version1FileIsMigratedToVersion2) {
   ASSERT_EQ(batch.events.size(), 2u);
   EXPECT_EQ(batch.events[0].id, events[0].id);
   EXPECT_EQ(batch.events[1].id, events[1].id);
+}
+
+// A file of schema version 2 (the DDL of outpost before the crash counter, written here as it
+// was) with an event in flight, a pending one and a dead letter. Read-only, it is read as it is
+// (crashes 0, nothing written); opened for writing it is migrated in place to version 3: every
+// event keeps its counts and reads crashes 0, and the event whose relay died mid-delivery (its
+// lease expired, still owned) is claimed as a crash, not another attempt.
+TEST_F(SqliteStoreTest, Version2FileIsMigratedToVersion3WithCrashesZero) {
+  auto schema_version = [&] {
+    auto db = open_raw(path());
+    sqlite3_stmt* raw = nullptr;
+    EXPECT_EQ(
+        sqlite3_prepare_v2(db.get(), "SELECT max(version) FROM outbox_schema", -1, &raw, nullptr),
+        SQLITE_OK);
+    EXPECT_EQ(sqlite3_step(raw), SQLITE_ROW);
+    int v = sqlite3_column_int(raw, 0);
+    sqlite3_finalize(raw);
+    return v;
+  };
+  {
+    auto db = open_raw(path());
+    exec(db.get(), R"sql(
+CREATE TABLE outbox_schema (version INTEGER NOT NULL);
+INSERT INTO outbox_schema (version) VALUES (2);
+CREATE TABLE outbox (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  key TEXT NOT NULL DEFAULT '',
+  attempts INTEGER NOT NULL DEFAULT 0,
+  due_at INTEGER NOT NULL DEFAULT 0,
+  lease_owner INTEGER,
+  lease_until INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT);
+CREATE TABLE outbox_body (
+  seq INTEGER PRIMARY KEY,
+  id BLOB NOT NULL,
+  type TEXT NOT NULL,
+  payload BLOB NOT NULL,
+  occurred_at INTEGER NOT NULL,
+  headers TEXT);
+CREATE TABLE outbox_dead (
+  seq INTEGER PRIMARY KEY, id BLOB NOT NULL, type TEXT NOT NULL, key TEXT NOT NULL,
+  payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,
+  attempts INTEGER NOT NULL, last_error TEXT, dead_at INTEGER NOT NULL);
+CREATE INDEX outbox_dead_id ON outbox_dead (id);
+CREATE TABLE outbox_archive (
+  seq INTEGER PRIMARY KEY, id BLOB NOT NULL, type TEXT NOT NULL, key TEXT NOT NULL,
+  payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,
+  attempts INTEGER NOT NULL, acked_at INTEGER NOT NULL);
+CREATE INDEX outbox_archive_acked ON outbox_archive (acked_at);
+INSERT INTO outbox (seq, key, attempts, due_at, lease_owner, lease_until, last_error)
+  VALUES (1, 'k', 1, 0, 42, 1, NULL), (2, 'j', 0, 0, NULL, 0, NULL);
+INSERT INTO outbox_body VALUES
+  (1, X'0190000000007000800000000000000a', 'in.flight', X'7B7D', 1, NULL),
+  (2, X'0190000000007000800000000000000b', 'pending', X'7B7D', 2, NULL);
+INSERT INTO outbox_dead VALUES
+  (3, X'0190000000007000800000000000000c', 'dead', 'd', X'7B7D', 3, NULL, 3, 'refused', 4);
+)sql");
+  }
+  {
+    SqliteOptions o;
+    o.path = path();
+    o.store.open = StoreOptions::Open::read_only;
+    auto ro = make_sqlite_store(o);
+    auto listed = ro->list(10);
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_EQ(listed[0].attempts, 1);
+    EXPECT_EQ(listed[0].crashes, 0);
+    auto dead = ro->dead(10);
+    ASSERT_EQ(dead.size(), 1u);
+    EXPECT_EQ(dead[0].attempts, 3);
+    EXPECT_EQ(dead[0].crashes, 0);
+    EXPECT_TRUE(ro->leased(10).empty());  // the lease expired long ago
+  }
+  EXPECT_EQ(schema_version(), 2);  // read-only wrote nothing
+
+  auto store = open_sqlite_store("sqlite:" + path());
+  EXPECT_EQ(schema_version(), 3);
+  auto listed = store->list(10);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].type, "in.flight");
+  EXPECT_EQ(listed[0].attempts, 1);
+  EXPECT_EQ(listed[0].crashes, 0);
+  EXPECT_EQ(listed[1].attempts, 0);
+  EXPECT_EQ(listed[1].crashes, 0);
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].attempts, 3);
+  EXPECT_EQ(dead[0].crashes, 0);
+  EXPECT_EQ(dead[0].last_error, "refused");
+
+  auto batch = store->claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 2u);
+  EXPECT_EQ(batch.events[0].type, "in.flight");
+  EXPECT_EQ(batch.events[0].attempts, 1);  // the dead relay's attempt, in flight again
+  EXPECT_EQ(batch.events[0].crashes, 1);
+  EXPECT_EQ(batch.events[1].type, "pending");
+  EXPECT_EQ(batch.events[1].attempts, 1);
+  EXPECT_EQ(batch.events[1].crashes, 0);
+  std::vector<Nack> nacks{{batch.events[0].id, "gave up", std::nullopt}};
+  EXPECT_EQ(store->nack(batch, nacks), 1u);
+  dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 2u);
+  EXPECT_EQ(dead[0].crashes, 1);
+  EXPECT_EQ(store->retry_all(), 2u);
+  for (const auto& e : store->list(10)) {
+    if (e.type == "pending") continue;  // still leased by `batch`
+    EXPECT_EQ(e.attempts, 0) << e.type;
+    EXPECT_EQ(e.crashes, 0) << e.type;
+  }
 }
 
 // --- the user's transaction ----------------------------------------------------------------------

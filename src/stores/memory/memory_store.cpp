@@ -72,9 +72,14 @@ class MemoryStore final : public Store {
         if (keyed) blocked_keys.insert(row.event.key);
         continue;
       }
+      // Still owned by an earlier claim: its lease expired with no outcome recorded. That
+      // claim's attempt stays the one in flight; the expiry counts as a crash (store.h).
+      if (row.lease_owner.empty())
+        row.event.attempts += 1;
+      else
+        row.event.crashes += 1;
       row.lease_owner = batch.lease.owner;
       row.lease_until = t + lease;
-      row.event.attempts += 1;
       batch.events.push_back(row.event);
     }
     return batch;
@@ -314,6 +319,7 @@ class MemoryStore final : public Store {
     s.type = row.event.type;
     s.key = row.event.key;
     s.attempts = row.event.attempts;
+    s.crashes = row.event.crashes;
     s.last_error = row.last_error;
     if (!row.lease_owner.empty() && row.lease_until > t) {
       s.lease_owner = row.lease_owner;
@@ -334,6 +340,7 @@ class MemoryStore final : public Store {
     Row row;
     row.event = d;
     row.event.attempts = 0;
+    row.event.crashes = 0;
     row.due_at = now();
     row.last_error = d.last_error;
     by_id_[row.event.id] = row.event.seq;

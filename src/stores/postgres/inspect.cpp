@@ -4,15 +4,14 @@
 
 namespace outpost::pg {
 
-InspectSql::InspectSql(const Names& n) {
+InspectSql::InspectSql(const Names& n, bool crashes) {
   const std::string& t = n.outbox;
   // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
-  // live), lease_until.
+  // live), lease_until, crashes.
   const std::string columns =
       "SELECT t.seq, t.id, t.type, t.key, t.attempts, coalesce(t.last_error, ''), t.due_at, "
-      "CASE WHEN t.state = 1 AND t.lease_until > now() THEN t.lease_owner END, t.lease_until "
-      "FROM " +
-      t + " t WHERE ";
+      "CASE WHEN t.state = 1 AND t.lease_until > now() THEN t.lease_owner END, t.lease_until, " +
+      std::string(crashes ? "t.crashes" : "0") + " FROM " + t + " t WHERE ";
   // A key's head: no earlier row of the key (one probe of the (key, seq) index per failed row).
   blocked = columns +
             "t.key <> '' AND t.attempts > 0 AND coalesce(t.last_error, '') <> '' AND NOT EXISTS "
@@ -31,6 +30,7 @@ std::vector<EventState> read_states(const PGresult* r) {
     e.type = get_bytes(r, row, 2);
     e.key = get_bytes(r, row, 3);
     e.attempts = get_i32(r, row, 4);
+    e.crashes = get_i32(r, row, 9);
     e.last_error = get_bytes(r, row, 5);
     if (is_null(r, row, 7)) {
       e.next_attempt = get_time(r, row, 6);

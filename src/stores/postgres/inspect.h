@@ -13,7 +13,8 @@
 namespace outpost::pg {
 
 struct InspectSql {
-  explicit InspectSql(const Names& n);
+  // `crashes`: as for Sql (sql.h).
+  explicit InspectSql(const Names& n, bool crashes = true);
   std::string blocked;  // $1 limit
   std::string leased;   // $1 limit
 };

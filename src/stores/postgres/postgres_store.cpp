@@ -72,7 +72,7 @@ std::string text_array(const std::vector<std::string>& values) {
   return out;
 }
 
-// Decodes one row of pg::kEventColumns.
+// Decodes one row of pg::kEventColumns (crashes included).
 void read_event(const PGresult* r, int row, StoredEvent& e) {
   e.seq = pg::get_i64(r, row, 0);
   e.id = pg::get_uuid(r, row, 1);
@@ -82,6 +82,7 @@ void read_event(const PGresult* r, int row, StoredEvent& e) {
   e.occurred_at = pg::get_time(r, row, 5);
   e.headers = parse_headers_jsonb(pg::get_bytes(r, row, 6));
   e.attempts = pg::get_i32(r, row, 7);
+  e.crashes = pg::get_i32(r, row, 8);
 }
 
 class PostgresStore final : public Store {
@@ -108,8 +109,12 @@ class PostgresStore final : public Store {
         throw Error(ErrorCode::not_found, "postgres",
                     "there is no outbox " + names_.outbox + " at " + config_.endpoint.where +
                         " (nothing was created)");
-      if (options_.open != StoreOptions::Open::read_only)
+      if (options_.open != StoreOptions::Open::read_only) {
         pg::migrate(config_.endpoint, c.pg(), names_);
+      } else if (!pg::has_crashes_column(config_.endpoint, c.pg(), names_)) {
+        sql_ = pg::Sql(names_, false);  // an older outbox, read as it is: crashes 0
+        inspect_ = pg::InspectSql(names_, false);
+      }
     }
     if (options_.archive && options_.open != StoreOptions::Open::read_only) archive_.run(true);
   }
@@ -305,8 +310,8 @@ class PostgresStore final : public Store {
     for (std::size_t i = 0; i < out.size(); ++i) {
       int row = static_cast<int>(i);
       read_event(r.get(), row, out[i]);
-      out[i].last_error = pg::get_bytes(r.get(), row, 8);
-      out[i].dead_at = pg::get_time(r.get(), row, 9);
+      out[i].last_error = pg::get_bytes(r.get(), row, 9);
+      out[i].dead_at = pg::get_time(r.get(), row, 10);
     }
     return out;
   }
@@ -460,8 +465,8 @@ class PostgresStore final : public Store {
   const pg::Config config_;
   StoreOptions options_;
   const pg::Names names_;
-  const pg::Sql sql_;
-  const pg::InspectSql inspect_{names_};
+  pg::Sql sql_;  // rebuilt in the constructor for an older outbox opened read-only
+  pg::InspectSql inspect_{names_};
   pg::Pool pool_;
   pg::Session session_;
   pg::Listener listener_;

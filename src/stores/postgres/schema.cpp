@@ -161,6 +161,16 @@ std::string migration_v2(const Names& n) {
   return "ALTER TABLE " + n.outbox + " SET (fillfactor = 30)";
 }
 
+std::string migration_v3(const Names& n) {
+  // The crash counter (store.h): claims whose lease expired with no outcome recorded, kept
+  // apart from delivery attempts, and kept by dead letters. A column with a constant default
+  // is added without rewriting the table (PostgreSQL 11+ keeps the default in the catalog).
+  return "ALTER TABLE " + n.outbox +
+         " ADD COLUMN IF NOT EXISTS crashes integer NOT NULL DEFAULT 0; "
+         "ALTER TABLE " +
+         n.dead + " ADD COLUMN IF NOT EXISTS crashes integer NOT NULL DEFAULT 0";
+}
+
 void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
   exec_simple(ep, pg, "BEGIN", "migrate");
   try {
@@ -190,6 +200,7 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
                       ")");
     if (version < 1) exec_simple(ep, pg, migration_v1(n), "migrate to v1");
     if (version < 2) exec_simple(ep, pg, migration_v2(n), "migrate to v2");
+    if (version < 3) exec_simple(ep, pg, migration_v3(n), "migrate to v3");
     if (version < kSchemaVersion) {
       Params u;
       u.text(n.table);
@@ -218,6 +229,16 @@ bool outbox_exists(const Endpoint& ep, PGconn* pg, const Names& n) {
   t.text(n.outbox);
   auto r = exec_params(ep, pg, "SELECT to_regclass($1) IS NOT NULL", t, "open");
   return PQntuples(r.get()) == 1 && PQgetvalue(r.get(), 0, 0)[0] != 0;  // binary bool
+}
+
+bool has_crashes_column(const Endpoint& ep, PGconn* pg, const Names& n) {
+  Params t;
+  t.text(n.outbox);
+  auto r = exec_params(ep, pg,
+                       "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
+                       "attname = 'crashes' AND NOT attisdropped",
+                       t, "open");
+  return PQntuples(r.get()) == 1 && get_i64(r.get(), 0, 0) > 0;
 }
 
 ArchiveMaintenance::ArchiveMaintenance(Pool& pool, const Endpoint& ep, const Names& n,

@@ -24,11 +24,12 @@ struct Names {
   Names(std::string schema, std::string table);
 };
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // Migrations in order; migration_vN brings version N - 1 to N. Run under an advisory lock.
 std::string migration_v1(const Names& n);
 std::string migration_v2(const Names& n);
+std::string migration_v3(const Names& n);
 
 // Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
 // under an advisory lock: concurrent first opens (several relays starting at once) queue there
@@ -38,6 +39,10 @@ void migrate(const Endpoint& ep, PGconn* conn, const Names& n);
 
 // Whether the outbox table exists (Open::existing / read_only must not create it).
 bool outbox_exists(const Endpoint& ep, PGconn* conn, const Names& n);
+
+// Whether the outbox has the crashes column (version 3): an outbox of an older version opened
+// read-only is not migrated, and its reads return crashes 0.
+bool has_crashes_column(const Endpoint& ep, PGconn* conn, const Names& n);
 
 // Runs <table>_archive_maintain: creates this period's and the next period's archive partitions
 // and drops expired ones. Thread-safe.

@@ -2,8 +2,10 @@
 
 namespace outpost::pg {
 
-Sql::Sql(const Names& n) {
+Sql::Sql(const Names& n, bool crashes) {
   const std::string& t = n.outbox;
+  const std::string columns =
+      crashes ? kEventColumns : "seq, id, type, key, payload, occurred_at, headers, attempts, 0";
   insert = "INSERT INTO " + t +
            " (id, type, key, payload, occurred_at, headers) SELECT * FROM unnest("
            "$1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], "
@@ -15,11 +17,15 @@ Sql::Sql(const Names& n) {
            a + ".state = 2 AND " + a + ".due_at <= now()))";
   };
   const std::string claimable = claimable_row("t");
+  // A row still leased (state 1) when it is claimed is one whose lease expired with no outcome
+  // recorded (ack deletes, nack and release leave state 1): the expired claim's attempt stays
+  // the one in flight and the claim counts a crash instead (store.h). SET reads the old row.
   const std::string lease_set =
       "UPDATE " + t +
       " u SET state = 1, lease_owner = $1, lease_until = now() + $2::bigint * interval '1 "
-      "millisecond', attempts = u.attempts + 1 FROM pick WHERE u.seq = pick.seq RETURNING "
-      "u.seq, u.id, u.type, u.key, u.payload, u.occurred_at, u.headers, u.attempts";
+      "millisecond', attempts = u.attempts + (u.state <> 1)::int, crashes = u.crashes + "
+      "(u.state = 1)::int FROM pick WHERE u.seq = pick.seq RETURNING u.seq, u.id, u.type, "
+      "u.key, u.payload, u.occurred_at, u.headers, u.attempts, u.crashes";
   claim_any = "WITH pick AS (SELECT t.seq FROM " + t + " t WHERE " + claimable +
               " ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED) " + lease_set;
   // Candidates in sequence order, locked, with each candidate's key head (its lowest live seq)
@@ -68,11 +74,11 @@ Sql::Sql(const Names& n) {
       t +
       " t USING n WHERE t.seq = n.seq AND n.ms < 0 AND t.lease_owner = $1 AND t.state = 1 "
       "RETURNING t.seq, t.id, t.type, t.key, t.payload, t.occurred_at, t.headers, t.attempts, "
-      "n.err), "
+      "n.err, t.crashes), "
       "ins AS (INSERT INTO " +
       n.dead +
-      " (seq, id, type, key, payload, occurred_at, headers, attempts, last_error) SELECT * FROM "
-      "del RETURNING 1) "
+      " (seq, id, type, key, payload, occurred_at, headers, attempts, last_error, crashes) "
+      "SELECT * FROM del RETURNING 1) "
       "SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)";
   // Released events are due now: tell idle relays (a trigger covers inserts only).
   release = "WITH u AS (UPDATE " + t +
@@ -99,14 +105,14 @@ Sql::Sql(const Names& n) {
       "coalesce((extract(epoch FROM now() - min(occurred_at)) * 1000)::bigint, 0) "
       "FROM " +
       t;
-  list = std::string("SELECT ") + kEventColumns + " FROM " + t + " ORDER BY seq LIMIT $1::bigint";
-  dead = std::string("SELECT ") + kEventColumns + ", last_error, dead_at FROM " + n.dead +
+  list = "SELECT " + columns + " FROM " + t + " ORDER BY seq LIMIT $1::bigint";
+  dead = "SELECT " + columns + ", last_error, dead_at FROM " + n.dead +
          " ORDER BY seq LIMIT $1::bigint";
   const std::string revive =
       "INSERT INTO " + t +
-      " (seq, id, type, key, payload, occurred_at, headers, attempts, state, due_at, "
+      " (seq, id, type, key, payload, occurred_at, headers, attempts, crashes, state, due_at, "
       "last_error) OVERRIDING SYSTEM VALUE SELECT seq, id, type, key, payload, occurred_at, "
-      "headers, 0, 0, now(), last_error FROM d";
+      "headers, 0, 0, 0, now(), last_error FROM d";
   retry = "WITH d AS (DELETE FROM " + n.dead + " WHERE id = ANY($1::uuid[]) RETURNING *) " + revive;
   retry_all = "WITH d AS (DELETE FROM " + n.dead + " RETURNING *) " + revive;
   discard = "DELETE FROM " + n.dead + " WHERE id = ANY($1::uuid[])";

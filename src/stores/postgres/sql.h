@@ -11,10 +11,12 @@ namespace outpost::pg {
 
 // Column list shared by the claim, list and dead reads; decoded in this order.
 inline constexpr const char* kEventColumns =
-    "seq, id, type, key, payload, occurred_at, headers, attempts";
+    "seq, id, type, key, payload, occurred_at, headers, attempts, crashes";
 
 struct Sql {
-  explicit Sql(const Names& n);
+  // `crashes`: the outbox has the crashes column (version 3). Without it (an older outbox opened
+  // read-only, not migrated) the reads return crashes 0 and no write may run.
+  explicit Sql(const Names& n, bool crashes = true);
 
   std::string insert;         // $1..$6: arrays of id, type, key, payload, occurred_at, headers
   std::string claim_any;      // $1 owner, $2 lease ms; {max}

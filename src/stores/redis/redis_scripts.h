@@ -21,7 +21,12 @@
 //   B.."v3:dead_at"    hash id -> when it was dead-lettered (us)
 //   B.."v3:own"        hash id -> "<attempts>" or "<attempts> <lease owner>" while leased (no
 //                      field = 0 attempts): a claim writes and an ack reads the owners of a
-//                      whole batch with one HSET / HMGET
+//                      whole batch with one HSET / HMGET. The owner stays after the lease
+//                      expires (ack, nack and release clear it): a claim that finds one counts
+//                      a crash instead of an attempt (store.h)
+//   B.."v3:crashes"    hash id -> crashes (no field = 0; no hash = no event has one, and a claim
+//                      reads it only then). A hash of its own, not part of "own": an older build
+//                      of layout 3 on the same prefix must still parse "own"
 //   B.."v3:pending"    zset id -> due time (ms, server clock)
 //   B.."v3:leased"     zset id -> lease expiry (ms)
 //   B.."v3:live"       zset id -> seq of every undelivered event (list order, oldest; the seq a

@@ -328,7 +328,7 @@ class RedisStore final : public Store {
     }
     if (!token_.empty()) hold_writer_lease(fence);
     batch.lease.fence = fence;
-    constexpr std::size_t kFields = 4;  // id, body, seq, attempts
+    constexpr std::size_t kFields = 5;  // id, body, seq, attempts, crashes
     const std::size_t n = (r->elements - at - 2) / kFields;
     next_hint_ms_ = n == 0 ? hint : 0;
     batch.events.reserve(n);
@@ -337,6 +337,7 @@ class RedisStore final : public Store {
       StoredEvent e;
       fill(e, f);
       e.attempts = static_cast<int>(reply_int(f[3]));
+      e.crashes = static_cast<int>(reply_int(f[4]));
       batch.events.push_back(std::move(e));
     }
     std::sort(batch.events.begin(), batch.events.end(),
@@ -433,7 +434,7 @@ class RedisStore final : public Store {
     const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
     Reply r = client_.eval(scripts_.list, key_, {base_, which, limit_s});
     if (r->type != REDIS_REPLY_ARRAY) return out;
-    constexpr std::size_t kFields = 6;  // id, body, seq, attempts, last_error, dead_at
+    constexpr std::size_t kFields = 7;  // id, body, seq, attempts, last_error, dead_at, crashes
     for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
       redisReply** f = r->element + i;
       DeadEvent d;
@@ -442,6 +443,7 @@ class RedisStore final : public Store {
       d.last_error = str(f[4]);
       std::string dead_at = str(f[5]);
       if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(to_int(dead_at)));
+      d.crashes = static_cast<int>(to_int(str(f[6])));
       out.push_back(std::move(d));
     }
     return out;
@@ -454,8 +456,9 @@ class RedisStore final : public Store {
     Reply r = client_.eval(scripts_.inspect, key_, {base_, which, limit_s});
     if (r->type != REDIS_REPLY_ARRAY) return out;
     auto ms = [](const std::string& v) { return TimePoint(std::chrono::milliseconds(to_int(v))); };
-    // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until (inspect.lua)
-    constexpr std::size_t kFields = 9;
+    // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until, crashes
+    // (inspect.lua)
+    constexpr std::size_t kFields = 10;
     for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
       redisReply** f = r->element + i;
       StoredEvent e;
@@ -466,6 +469,7 @@ class RedisStore final : public Store {
       s.type = std::move(e.type);
       s.key = std::move(e.key);
       s.attempts = static_cast<int>(to_int(str(f[3])));
+      s.crashes = static_cast<int>(to_int(str(f[9])));
       s.last_error = str(f[4]);
       s.lease_owner = str(f[6]);
       if (s.lease_owner.empty()) {

@@ -34,6 +34,8 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
   struct Picked {
     std::int64_t seq;
     int attempts;
+    int crashes;
+    bool expired;  // still owned by an earlier claim whose lease expired: a crash (store.h)
     std::string key;
   };
   std::vector<Picked> picked;
@@ -49,8 +51,8 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
     Use s(c.prepare(sql.scan));
     while (step_row(c.db(), s, "claiming events")) {
       ++scanned;
-      const bool leased =
-          sqlite3_column_type(s, 4) != SQLITE_NULL && sqlite3_column_int64(s, 5) > now;
+      const bool owned = sqlite3_column_type(s, 4) != SQLITE_NULL;
+      const bool leased = owned && sqlite3_column_int64(s, 5) > now;
       const bool claimable = !leased && sqlite3_column_int64(s, 3) <= now;
       const auto* key_text = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
       std::string_view key =
@@ -64,7 +66,8 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
         skip_after_pick = !picked.empty();
       } else {
         skip_inside = skip_inside || skip_after_pick;
-        picked.push_back({sqlite3_column_int64(s, 0), sqlite3_column_int(s, 2), std::string(key)});
+        picked.push_back({sqlite3_column_int64(s, 0), sqlite3_column_int(s, 2),
+                          sqlite3_column_int(s, 6), owned, std::string(key)});
         if (picked.size() >= max) break;
       }
       if (may_stop_early && scanned >= window) {
@@ -122,7 +125,9 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
     if (sqlite3_column_int64(b, 0) != picked[next].seq) continue;  // another batch's row
     StoredEvent& e = batch.events.emplace_back();
     read_event(b, e);
-    e.attempts = picked[next].attempts + 1;
+    // As the UPDATE counted it: a fresh claim is an attempt, an expired one a crash.
+    e.attempts = picked[next].attempts + (picked[next].expired ? 0 : 1);
+    e.crashes = picked[next].crashes + (picked[next].expired ? 1 : 0);
     e.key = std::move(picked[next].key);
     ++next;
   }

@@ -8,15 +8,16 @@
 
 namespace outpost::sqlite_store {
 
-InspectSql::InspectSql(const std::string& t) {
+InspectSql::InspectSql(const std::string& t, bool crashes) {
   // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
-  // live), lease_until (ms). A lease is live while lease_until is after the database's now.
+  // live), lease_until (ms), crashes. A lease is live while lease_until is after the database's
+  // now.
   const std::string now = kNowMs;
   const std::string columns =
       "SELECT s.seq, b.id, b.type, s.key, s.attempts, s.last_error, s.due_at, "
       "CASE WHEN s.lease_owner IS NOT NULL AND s.lease_until > " +
-      now + " THEN s.lease_owner END, s.lease_until FROM " + t + " AS s JOIN " + t +
-      "_body AS b ON b.seq = s.seq WHERE ";
+      now + " THEN s.lease_owner END, s.lease_until, " + (crashes ? "s.crashes" : "0") + " FROM " +
+      t + " AS s JOIN " + t + "_body AS b ON b.seq = s.seq WHERE ";
   // A key's head is its lowest seq; one grouped pass over the state rows (no index on key:
   // the claim finds heads while reading from the head, see sqlite_schema.cpp).
   blocked = columns + "s.seq IN (SELECT min(seq) FROM " + t +
@@ -40,6 +41,7 @@ std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t
     e.type = column_text(s, 2);
     e.key = column_text(s, 3);
     e.attempts = sqlite3_column_int(s, 4);
+    e.crashes = sqlite3_column_int(s, 9);
     e.last_error = column_text(s, 5);
     if (sqlite3_column_type(s, 7) == SQLITE_NULL) {
       e.next_attempt = ms(sqlite3_column_int64(s, 6));

@@ -12,7 +12,8 @@
 namespace outpost::sqlite_store {
 
 struct InspectSql {
-  explicit InspectSql(const std::string& table);
+  // `crashes`: as for SqlText (sqlite_sql.h).
+  explicit InspectSql(const std::string& table, bool crashes = true);
   std::string blocked;  // ?1 limit
   std::string leased;   // ?1 limit
 };

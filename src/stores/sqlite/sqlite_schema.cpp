@@ -47,6 +47,13 @@ DROP INDEX IF EXISTS {t}_blocking;
 UPDATE {t}_schema SET version = 2;
 )sql";
 
+// Version 2 -> 3: the crash counter (store.h), on the state rows and kept by dead letters, added
+// to each table that lacks it (SQLite has no ADD COLUMN IF NOT EXISTS). A column with a constant
+// default is added without rewriting the table: SQLite only changes the schema text, and old
+// rows read the default.
+constexpr const char* kAddCrashes = "ALTER TABLE {t} ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0";
+constexpr const char* kSchemaV3Done = "UPDATE {t}_schema SET version = 3";
+
 std::string with_table(std::string text, const std::string& table) {
   for (std::size_t p; (p = text.find("{t}")) != std::string::npos;) text.replace(p, 3, table);
   return text;
@@ -78,7 +85,7 @@ std::vector<std::string> columns_of(Conn& c, std::string_view file, const std::s
 
 }  // namespace
 
-void migrate(Conn& c, std::string_view file, const std::string& t, StoreOptions::Open open) {
+int migrate(Conn& c, std::string_view file, const std::string& t, StoreOptions::Open open) {
   auto require_columns = [&](const std::string& table,
                              std::initializer_list<const char*> required) {
     auto cols = columns_of(c, file, table);
@@ -116,11 +123,25 @@ void migrate(Conn& c, std::string_view file, const std::string& t, StoreOptions:
     c.exec(with_table(kSchemaV2Step, t).c_str());
     version = 2;
   }
+  if (version < 3 && open != StoreOptions::Open::read_only) {  // v2 reads with crashes 0
+    for (const std::string& table : {t, t + "_dead"}) {
+      auto cols = columns_of(c, file, table);
+      if (std::find(cols.begin(), cols.end(), "crashes") == cols.end())
+        c.exec(with_table(kAddCrashes, table).c_str());
+    }
+    c.exec(with_table(kSchemaV3Done, t).c_str());
+    version = 3;
+  }
   require_columns(t,
                   {"seq", "key", "attempts", "due_at", "lease_owner", "lease_until", "last_error"});
   require_columns(t + "_body", {"seq", "id", "type", "payload", "occurred_at", "headers"});
   require_columns(t + "_dead", {"seq", "id", "last_error", "dead_at"});
   require_columns(t + "_archive", {"seq", "id", "acked_at"});
+  if (version >= 3) {
+    require_columns(t, {"crashes"});
+    require_columns(t + "_dead", {"crashes"});
+  }
+  return version;
 }
 
 }  // namespace outpost::sqlite_store

@@ -4,15 +4,21 @@
 
 namespace outpost::sqlite_store {
 
-SqlText::SqlText(const std::string& t) : table(t) {
+SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   const std::string body = t + "_body";
   const std::string now = kNowMs;
+  const std::string crashes_col = crashes ? "crashes" : "0";
   // The claim reads the state rows from the head (claim_in_txn decides in C++), then leases
   // the picked rows: by range when every claimable row in it was picked, else one by one.
   // The claimable test here must stay the one in claim_in_txn.
-  scan = "SELECT seq, key, attempts, due_at, lease_owner, lease_until FROM " + t + " ORDER BY seq";
-  const std::string lease_set =
-      "UPDATE " + t + " SET attempts = attempts + 1, lease_owner = ?1, lease_until = ?2 WHERE ";
+  scan = "SELECT seq, key, attempts, due_at, lease_owner, lease_until, " + crashes_col + " FROM " +
+         t + " ORDER BY seq";
+  // A row still owned by an earlier claim (its lease expired: ack, nack and release clear the
+  // owner) counts a crash, not an attempt (store.h). SET reads the row's old lease_owner.
+  const std::string lease_set = "UPDATE " + t +
+                                " SET attempts = attempts + (lease_owner IS NULL), crashes = "
+                                "crashes + (lease_owner IS NOT NULL), lease_owner = ?1, "
+                                "lease_until = ?2 WHERE ";
   claim_range = lease_set +
                 "seq BETWEEN ?3 AND ?4 AND due_at <= ?5 AND "
                 "(lease_owner IS NULL OR lease_until <= ?5)";
@@ -44,8 +50,8 @@ SqlText::SqlText(const std::string& t) : table(t) {
   nack_retry = "UPDATE " + t + " SET lease_owner = NULL, lease_until = 0, due_at = " + now +
                " + ?1, last_error = ?2 WHERE seq = ?3 AND lease_owner = ?4";
   nack_dead = "INSERT OR REPLACE INTO " + t + "_dead (" + kEventColumns +
-              ", last_error, dead_at) SELECT " + full + ", ?1, " + now + " FROM " + joined +
-              " WHERE s.seq = ?2 AND s.lease_owner = ?3";
+              ", last_error, dead_at, crashes) SELECT " + full + ", ?1, " + now +
+              ", s.crashes FROM " + joined + " WHERE s.seq = ?2 AND s.lease_owner = ?3";
   delete_seq = "DELETE FROM " + t + " WHERE seq = ?1";
   delete_body_seq = "DELETE FROM " + body + " WHERE seq = ?1";
   release = "UPDATE " + t +
@@ -60,12 +66,13 @@ SqlText::SqlText(const std::string& t) : table(t) {
           "), 0), (SELECT min(occurred_at) FROM " + body + "), " + now + " FROM " + t;
   count_dead = "SELECT count(*) FROM " + t + "_dead";
   count_archive = "SELECT count(*) FROM " + t + "_archive";
-  list = "SELECT " + full + " FROM " + joined + " ORDER BY s.seq LIMIT ?1";
-  list_dead = "SELECT " + std::string(kEventColumns) + ", last_error, dead_at FROM " + t +
-              "_dead ORDER BY seq LIMIT ?1";
+  list = "SELECT " + full + ", " + (crashes ? "s.crashes" : "0") + " FROM " + joined +
+         " ORDER BY s.seq LIMIT ?1";
+  list_dead = "SELECT " + std::string(kEventColumns) + ", last_error, dead_at, " + crashes_col +
+              " FROM " + t + "_dead ORDER BY seq LIMIT ?1";
   std::string revive = "INSERT OR IGNORE INTO " + t +
-                       " (seq, key, attempts, due_at, lease_owner, lease_until, last_error) "
-                       "SELECT seq, key, 0, 0, NULL, 0, last_error FROM " +
+                       " (seq, key, attempts, crashes, due_at, lease_owner, lease_until, "
+                       "last_error) SELECT seq, key, 0, 0, 0, NULL, 0, last_error FROM " +
                        t + "_dead";
   std::string revive_body = "INSERT OR IGNORE INTO " + body +
                             " (seq, id, type, payload, occurred_at, headers) SELECT seq, id, "

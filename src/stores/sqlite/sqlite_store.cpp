@@ -5,16 +5,16 @@
 // sqlite_settle, sqlite_append, sqlite_url (URL parsing), sqlite_inspect (blocked, leased);
 // this file: the Store object.
 //
-// Layout (schema version 2, sqlite_schema.cpp), created in one transaction on open:
+// Layout (schema version 3, sqlite_schema.cpp), created in one transaction on open:
 //   <t>          the state: seq INTEGER PRIMARY KEY AUTOINCREMENT (the rowid: cheap appends;
 //                never reused, so a retried dead event keeps its place and archive rows never
 //                clash), key, attempts, due_at (ms), lease_owner (integer), lease_until (ms),
-//                last_error
+//                last_error, crashes (version 3)
 //   <t>_body     seq, id (16 bytes; no index: a unique index measured 20% of end-to-end
 //                events/s, 2026-11-22, docs/sqlite.md; ids a caller brings are checked by a
 //                scan instead, check_ids), type,
 //                payload, occurred_at (us), headers (JSON object or NULL)
-//   <t>_dead     all columns + last_error, dead_at (ms)
+//   <t>_dead     all columns + last_error, dead_at (ms), crashes (version 3)
 //   <t>_archive  acked events when archiving is on, acked_at (ms) for retention
 //   <t>_schema   one row: the schema version
 // No secondary index on <t>: the claim reads the narrow state rows from the head and finds the
@@ -88,7 +88,10 @@ class SqliteStore final : public Store {
         throw_no_outbox(options_.path, t_, "the file does not exist");
     }
     writer_ = open_connection(open_spec(), true);
-    init_schema();
+    if (init_schema() < 3) {  // an older file opened read-only: read crashes as 0
+      sql_ = SqlText(t_, false);
+      inspect_ = InspectSql(t_, false);
+    }
     if (!memory_) reader_ = open_connection(open_spec(), false);
     claim_dv_ = writer_data_version();
     {
@@ -244,7 +247,11 @@ class SqliteStore final : public Store {
       std::vector<StoredEvent> out;
       Use s(c.prepare(sql_.list));
       sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, 1 << 30)));
-      while (step_row(c.db(), s, "listing events")) read_event(s, out.emplace_back());
+      while (step_row(c.db(), s, "listing events")) {
+        StoredEvent& e = out.emplace_back();
+        read_event(s, e);
+        e.crashes = sqlite3_column_int(s, 8);
+      }
       return out;
     });
   }
@@ -266,6 +273,7 @@ class SqliteStore final : public Store {
         read_event(s, d);
         d.last_error = column_text(s, 8);
         d.dead_at = TimePoint(std::chrono::microseconds(sqlite3_column_int64(s, 9) * 1000));
+        d.crashes = sqlite3_column_int(s, 10);
       }
       return out;
     });
@@ -369,16 +377,16 @@ class SqliteStore final : public Store {
     return {options_.path, memory_, open_, options_.busy_timeout, options_.synchronous_full};
   }
 
-  void init_schema() {
-    if (open_ == StoreOptions::Open::read_only) {  // check only, no transaction to write in
-      migrate(writer_, options_.path, t_, open_);
-      return;
-    }
+  // Returns the outbox's schema version (kSchemaVersion unless opened read-only).
+  int init_schema() {
+    if (open_ == StoreOptions::Open::read_only)  // check only, no transaction to write in
+      return migrate(writer_, options_.path, t_, open_);
     std::lock_guard<core::FairLock> g(shared_->write_lock);
     begin_immediate(writer_, options_.path, options_.busy_timeout);
     try {
-      migrate(writer_, options_.path, t_, open_);
+      int version = migrate(writer_, options_.path, t_, open_);
       writer_.exec("COMMIT");
+      return version;
     } catch (...) {
       sqlite3_exec(writer_.db(), "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
@@ -574,8 +582,9 @@ class SqliteStore final : public Store {
   std::mutex prune_mu_;
   SteadyClock::time_point next_prune_{};  // guarded by prune_mu_
 
-  const SqlText sql_;  // after t_: built from it
-  const InspectSql inspect_{t_};
+  // After t_: built from it; rebuilt in the constructor for an older outbox opened read-only.
+  SqlText sql_;
+  InspectSql inspect_{t_};
 };
 
 }  // namespace

@@ -17,6 +17,9 @@ for _, z in ipairs({'v3:live', 'v3:dead'}) do
     if r[j] then return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. ids[j]) end
   end
 end
+-- A crash count left behind by an older build's ack (it does not know B.."v3:crashes") must not
+-- carry over to an event that brings its id again.
+if redis.call('EXISTS', B .. 'v3:crashes') == 1 then bulk('HDEL', B .. 'v3:crashes', ids) end
 local now = now_ms()
 local last = redis.call('INCRBY', B .. 'seq', n)
 local first = last - n + 1

@@ -1,6 +1,6 @@
 -- claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0),
 -- owner, scan_limit, writer_lease_ms.
--- Returns {fence, hint_ms, id, body, seq, attempts, ...}.
+-- Returns {fence, hint_ms, id, body, seq, attempts, crashes, ...}.
 -- fence -1: the writer lease is held by another Store (hint = its remaining ms).
 -- hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
 -- Ordered: events in due-time (then emit) order, each taken only after its key's previous event
@@ -207,15 +207,37 @@ bulk('ZREM', pending, picked)
 bulk('ZADD', leased, lz)
 local owns = hmget_all(B .. 'v3:own', picked)
 local seqs = mget_all('ZMSCORE', B .. 'v3:live', picked)
-local set = {}
+-- An event still owned by an earlier claim (ack, nack and release clear the owner) is one whose
+-- lease expired with no outcome recorded: that claim's attempt stays the one in flight and this
+-- claim counts a crash (store.h). Crash counts are read only when some event has one (no
+-- B.."v3:crashes" hash: none has) or this claim counts one.
+local attempts, expired, any_expired = {}, {}, false
+for i = 1, #picked do
+  local n, w = parse_own(owns[i])
+  attempts[i], expired[i] = n, w ~= nil
+  any_expired = any_expired or expired[i]
+end
+local crashes_key = B .. 'v3:crashes'
+local crs = nil
+if any_expired or redis.call('EXISTS', crashes_key) == 1 then crs = hmget_all(crashes_key, picked) end
+local set, cset = {}, {}
 for i, id in ipairs(picked) do
-  local n = parse_own(owns[i]) + 1
+  local n = attempts[i]
+  local c = crs and tonumber(crs[i] or 0) or 0
+  if expired[i] then
+    c = c + 1
+    cset[#cset + 1] = id; cset[#cset + 1] = c
+  else
+    n = n + 1
+  end
   set[#set + 1] = id; set[#set + 1] = n .. ' ' .. owner
   out[#out + 1] = id
   out[#out + 1] = bodies[i]
   out[#out + 1] = seqs[i] or '0'
   out[#out + 1] = n
+  out[#out + 1] = c
 end
 bulk('HSET', B .. 'v3:own', set)
+bulk('HSET', crashes_key, cset)
 return out
 end

@@ -1,6 +1,6 @@
 -- ARGV: B, which ('blocked' or 'leased'), limit. Read-only. Returns flat fields per event, in
 -- seq order: id, body, seq, attempts, last_error, due (ms, '' while leased), lease owner ('' =
--- not leased), fence, lease_until (ms).
+-- not leased), fence, lease_until (ms), crashes.
 -- blocked: the failed events (a last error, attempts > 0) with no live predecessor (see "link"
 -- in redis_scripts.h): the heads their keys wait behind. Candidates come from the error hash
 -- (failed events still live, plus dead letters), so its size bounds the work.
@@ -62,5 +62,6 @@ for i = 1, math.min(#rows, limit) do
   out[#out + 1] = owner or ''
   out[#out + 1] = fence
   out[#out + 1] = lease_until or ''
+  out[#out + 1] = tonumber(redis.call('HGET', B .. 'v3:crashes', id) or 0) or 0
 end
 return out

@@ -1,5 +1,5 @@
 -- ARGV: B, which ('live' or 'dead'), limit. Returns flat fields per event:
--- id, body, seq, attempts, last_error, dead_at.
+-- id, body, seq, attempts, last_error, dead_at, crashes.
 local bad = layout_error()
 if bad then return bad end
 local r = redis.call('ZRANGE', B .. 'v3:' .. ARGV[2], 0, tonumber(ARGV[3]) - 1, 'WITHSCORES')
@@ -11,6 +11,7 @@ local bodies = hmget_all(B .. 'v3:body', ids)
 local owns = hmget_all(B .. 'v3:own', ids)
 local errors = hmget_all(B .. 'v3:error', ids)
 local dead_at = hmget_all(B .. 'v3:dead_at', ids)
+local crashes = hmget_all(B .. 'v3:crashes', ids)
 for j, id in ipairs(ids) do
   out[#out + 1] = id
   out[#out + 1] = bodies[j] or ''
@@ -18,5 +19,6 @@ for j, id in ipairs(ids) do
   out[#out + 1] = parse_own(owns[j])
   out[#out + 1] = errors[j] or ''
   out[#out + 1] = dead_at[j] or ''
+  out[#out + 1] = tonumber(crashes[j] or 0) or 0
 end
 return out

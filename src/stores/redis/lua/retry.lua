@@ -1,4 +1,5 @@
--- ARGV: B, mode ('ids' or 'all'), limit (for 'all'), ids... Dead -> pending, attempts 0.
+-- ARGV: B, mode ('ids' or 'all'), limit (for 'all'), ids... Dead -> pending, attempts 0,
+-- crashes 0.
 local bad = layout_error()
 if bad then return bad end
 local ids = dead_targets()
@@ -17,6 +18,7 @@ for _, id in ipairs(ids) do
       redis.call('HSET', B .. 'v3:tail', key, id .. ' ' .. seq)
     end
     redis.call('HDEL', B .. 'v3:own', id)  -- attempts 0
+    redis.call('HDEL', B .. 'v3:crashes', id)  -- crashes 0
     redis.call('HDEL', B .. 'v3:dead_at', id)
     n = n + 1
   end
