@@ -281,6 +281,7 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   r.integer("max_attempts", p.max_attempts, 1, limits::kMaxAttempts);
   r.integer("backoff_base_ms", p.backoff_base_ms, 0, limits::kMaxMs);
   r.integer("backoff_max_ms", p.backoff_max_ms, 0, limits::kMaxMs);
+  r.integer("max_crashes", p.max_crashes, 1, limits::kMaxAttempts);
   r.integer("concurrency", p.concurrency, 1, limits::kMaxConcurrency);
   r.integer("deliver_timeout_ms", p.deliver_timeout_ms, 0, limits::kMaxMs);
   r.integer("drain_timeout_ms", p.drain_timeout_ms, 0, limits::kMaxMs);
@@ -357,7 +358,7 @@ bool PipelineConfig::operator==(const PipelineConfig& o) const {
   return name == o.name && store == o.store && sink == o.sink && batch == o.batch &&
          lease_ms == o.lease_ms && max_attempts == o.max_attempts &&
          backoff_base_ms == o.backoff_base_ms && backoff_max_ms == o.backoff_max_ms &&
-         concurrency == o.concurrency && deliver_timeout_ms == o.deliver_timeout_ms &&
+         max_crashes == o.max_crashes && concurrency == o.concurrency && deliver_timeout_ms == o.deliver_timeout_ms &&
          drain_timeout_ms == o.drain_timeout_ms && unordered == o.unordered &&
          until_empty == o.until_empty && quiet == o.quiet;
 }

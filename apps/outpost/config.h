@@ -43,9 +43,10 @@ struct PipelineConfig {
   std::string sink;
   std::size_t batch = 100;
   std::int64_t lease_ms = 30'000;
-  int max_attempts = 5;
-  std::int64_t backoff_base_ms = 100;
-  std::int64_t backoff_max_ms = 60'000;
+  int max_attempts = 20;  // RelayOptions' defaults: retries span hours (docs/relay.md)
+  std::int64_t backoff_base_ms = 1'000;
+  std::int64_t backoff_max_ms = 3'600'000;
+  int max_crashes = 5;
   std::size_t concurrency = 1;
   std::int64_t deliver_timeout_ms = 0;
   std::int64_t drain_timeout_ms = 0;

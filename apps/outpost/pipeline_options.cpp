@@ -11,6 +11,7 @@ RelayOptions relay_options(const PipelineConfig& c) {
   o.max_attempts = c.max_attempts;
   o.backoff_base = Duration(c.backoff_base_ms);
   o.backoff_max = Duration(c.backoff_max_ms);
+  o.max_crashes = c.max_crashes;
   o.order = c.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
   o.until_empty = c.until_empty;
   o.deliver_timeout = Duration(c.deliver_timeout_ms);

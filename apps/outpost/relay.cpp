@@ -1,6 +1,6 @@
 // outpost relay: claim events from a store and deliver them to a sink.
 //   outpost relay --store URL --sink URL [--batch N] [--lease-ms N] [--max-attempts N]
-//     [--backoff-base-ms N] [--backoff-max-ms N] [--concurrency N] [--unordered]
+//     [--backoff-base-ms N] [--backoff-max-ms N] [--max-crashes N] [--concurrency N] [--unordered]
 //     [--until-empty] [--deliver-timeout-ms N] [--drain-timeout-ms N] [--metrics ADDR]
 //     [--log-format text|json]
 // Runs until SIGTERM/SIGINT (then drains: no new delivery, deliveries in flight get up to one
@@ -61,9 +61,10 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
     auto c = relay.counters();
     return "delivered " + std::to_string(c.delivered) + ", failed " + std::to_string(c.failed) +
            ", dead " + std::to_string(c.dead) + " (batches " + std::to_string(c.batches) +
-           ", released " + std::to_string(c.released) + ", lease lost " +
-           std::to_string(c.lease_lost) + ", store errors " + std::to_string(c.store_errors) + ")" +
-           (signalled ? " after signal" : "");
+           ", released " + std::to_string(c.released) + ", unavailable " +
+           std::to_string(c.unavailable) + ", sink outages " + std::to_string(c.sink_outages) +
+           ", lease lost " + std::to_string(c.lease_lost) + ", store errors " +
+           std::to_string(c.store_errors) + ")" + (signalled ? " after signal" : "");
   };
   // The first stop signal drains (deliveries in flight get up to one timeout), a second one gives
   // them up at once; either way every event not confirmed is released. After the second one the
@@ -128,7 +129,8 @@ Runner add_relay_command(CLI::App& root) {
       ->capture_default_str()
       ->check(CLI::Range(limits::kMinLeaseMs, limits::kMaxMs));
   sub->add_option("--max-attempts", a->max_attempts,
-                  "Attempts before dead-lettering, the first included")
+                  "Deliveries the destination refused before dead-lettering, the first included "
+                  "(an unavailable destination pauses the relay and spends none)")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{1}, limits::kMaxAttempts));
   sub->add_option("--backoff-base-ms", a->backoff_base_ms, "First retry delay cap in ms")
@@ -137,6 +139,11 @@ Runner add_relay_command(CLI::App& root) {
   sub->add_option("--backoff-max-ms", a->backoff_max_ms, "Largest retry delay in ms")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
+  sub->add_option("--max-crashes", a->max_crashes,
+                  "Claims of an event whose lease expired unsettled (the relay died or hung "
+                  "delivering it) before dead-lettering it unseen")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, limits::kMaxAttempts));
   sub->add_option("--concurrency", a->concurrency,
                   "Parallel deliveries in the sink (per-key order kept)")
       ->capture_default_str()

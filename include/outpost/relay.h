@@ -4,6 +4,11 @@
 // renewed, up to the delivery deadline; if renewal fails the batch is abandoned (its events will
 // be redelivered by whoever holds them now). Memory is bounded by batch_size whatever the backlog.
 //
+// A sink that reports a delivery `unavailable` (the destination is down or busy) is paused, not
+// its events: the relay releases what it holds, waits, probes with one event, and resumes when the
+// destination answers (docs/relay.md, "Pauses"). No delivery starts once the lease of its batch
+// has run out on the relay's own clock (docs/relay.md, "The lease deadline").
+//
 // Thread safety: run() on one thread; stop(), abort() and counters() from any thread. With
 // pipelining (the default) the sink's deliver() runs on a thread of the relay's own, never two at
 // once.
@@ -23,9 +28,16 @@ namespace outpost {
 struct RelayOptions {
   std::size_t batch_size = 100;  // events per claim (>= 1)
   Duration lease{30'000};        // lease per claim; renewed every lease/3 while delivering
-  int max_attempts = 5;          // every attempt counts, the first included (>= 1)
-  Duration backoff_base{100};    // first retry waits up to this (full jitter)
-  Duration backoff_max{60'000};  // cap on any retry delay
+  // Deliveries the destination refused (DeliveryResult::failed), the first included, before the
+  // event is dead-lettered (>= 1). With the backoff below the retries span hours (the schedule:
+  // docs/relay.md, "Retry schedule"). An unavailable destination spends no attempt.
+  int max_attempts = 20;
+  Duration backoff_base{1'000};     // first retry waits up to this (full jitter)
+  Duration backoff_max{3'600'000};  // cap on any retry delay (also caps the pause's probe wait)
+  // Claims of an event whose lease expired with no outcome recorded (StoredEvent::crashes: the
+  // relay died or hung while delivering it) before it is dead-lettered unseen (>= 1;
+  // docs/relay.md, "Crash counting").
+  int max_crashes = 5;
   ClaimOrder order = ClaimOrder::ordered;
   Duration poll_interval{1'000};  // fallback wait when the store's wake-up is missed
   bool until_empty = false;       // run() returns when nothing is pending or leased
@@ -48,6 +60,10 @@ struct RelayOptions {
   std::function<void(const std::string& message)> on_error;
   // When set, failed deliveries are reported here, with the event, instead of to on_error.
   std::function<void(const std::string& message, const StoredEvent& event)> on_delivery_error;
+  // When set, the sink's pauses are reported here instead of to on_error: once when it goes
+  // down (`down` true: "sink 'http' down since <RFC 3339>: <why>; probing ...") and once when it
+  // is back (`down` false: "sink 'http' is back after N s ..."). Must not throw.
+  std::function<void(const std::string& message, bool down)> on_sink_state;
 };
 
 // Counters since start; safe to read while running.
@@ -60,6 +76,16 @@ struct RelayCounters {
   std::uint64_t released = 0;    // skipped / released without counting an attempt
   std::uint64_t lease_lost = 0;  // batches abandoned because renew failed or acks were fenced
   std::uint64_t store_errors = 0;
+  // Events whose delivery found the sink unavailable (released, no attempt counted).
+  std::uint64_t unavailable = 0;
+  // The sink's pause (docs/relay.md, "Pauses"): down now, since when (wall clock; the epoch when
+  // up), and how many outages began since start.
+  bool sink_down = false;
+  TimePoint sink_down_since{};
+  std::uint64_t sink_outages = 0;
+  // Batches not delivered because their lease deadline had passed before the delivery could
+  // start (the relay was paused: docs/relay.md, "The lease deadline").
+  std::uint64_t lease_expired_undelivered = 0;
 };
 
 class Relay {

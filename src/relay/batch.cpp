@@ -16,6 +16,12 @@ void Batch::reset_decisions() {
   releases.clear();
   n_failed = n_dead = 0;
   abandoned = false;
+  n_unavailable = 0;
+  unavailable_why.clear();
+  retry_after = Duration{0};
+  answered = false;
+  lease_ran_out = false;
+  settle_retried = false;
 }
 
 std::string describe(const StoredEvent& e) {
@@ -24,22 +30,22 @@ std::string describe(const StoredEvent& e) {
   return s + ")";
 }
 
-void prepare(Batch& batch, int max_attempts, const DeliveryErrorFn& report) {
+void prepare(Batch& batch, int max_crashes, const DeliveryErrorFn& report) {
   batch.reset_decisions();
   const auto& events = batch.claimed.events;
   if (std::none_of(events.begin(), events.end(),
-                   [&](const StoredEvent& e) { return e.attempts > max_attempts; }))
+                   [&](const StoredEvent& e) { return e.crashes >= max_crashes; }))
     return;
   batch.use_subset = true;
   for (const auto& e : events) {
-    if (e.attempts <= max_attempts) {
+    if (e.crashes < max_crashes) {
       batch.subset.push_back(e);
       continue;
     }
-    std::string why = "gave up after " + std::to_string(e.attempts - 1) + " attempts (max " +
-                      std::to_string(max_attempts) +
-                      "): its lease expired while it was being delivered (the relay died or hung)";
-    report(describe(e) + " dead-lettered: " + why, e);
+    std::string why = "dead-lettered after " + std::to_string(e.crashes) +
+                      " claims whose lease expired unsettled (max_crashes " +
+                      std::to_string(max_crashes) + "): the relay died or hung while delivering it";
+    report(describe(e) + " " + why, e);
     batch.nacks.push_back(Nack{e.id, std::move(why), std::nullopt});
     ++batch.n_dead;
   }
@@ -59,10 +65,17 @@ void decide(Batch& batch, const DecideRules& rules, const DeliveryErrorFn& repor
     DeliveryResult& r = batch.results[i];
     switch (r.status) {
       case DeliveryResult::Status::delivered:
+        batch.answered = true;
         batch.acks.push_back(e.id);
         break;
       case DeliveryResult::Status::skipped:
-      case DeliveryResult::Status::unavailable:  // not this event's fault: no attempt counted
+        batch.releases.push_back(e.id);
+        break;
+      case DeliveryResult::Status::unavailable:
+        // Not this event's fault: no attempt counted; the relay pauses the sink (docs/relay.md,
+        // "Pauses").
+        if (batch.n_unavailable++ == 0) batch.unavailable_why = r.error;
+        batch.retry_after = std::max(batch.retry_after, r.retry_after);
         batch.releases.push_back(e.id);
         break;
       case DeliveryResult::Status::failed: {
@@ -72,6 +85,7 @@ void decide(Batch& batch, const DecideRules& rules, const DeliveryErrorFn& repor
           batch.releases.push_back(e.id);
           break;
         }
+        batch.answered = true;  // refused: the destination is there
         ++batch.n_failed;
         std::optional<Duration> retry_in;
         std::string note;

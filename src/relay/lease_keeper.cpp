@@ -7,11 +7,12 @@
 namespace outpost::relay_detail {
 
 LeaseKeeper::LeaseKeeper(Store& store, Duration lease,
-                         std::function<void(const std::string&)> report)
+                         std::function<void(const std::string&)> report, Renewed renewed)
     : store_(store),
       lease_(lease),
       interval_(std::max(Duration{1}, lease / 3)),
-      report_(std::move(report)) {}
+      report_(std::move(report)),
+      renewed_(std::move(renewed)) {}
 
 LeaseKeeper::~LeaseKeeper() {
   {
@@ -76,6 +77,7 @@ void LeaseKeeper::run() {
     auto error = failure_of([&] { held = store_.renew(*batch, lease); });
     if (error && report_)  // report_ must not throw; if it does, the keeper goes on regardless
       failure_of([&] { report_("lease renewal failed (will retry): " + *error); });
+    if (!error && held && renewed_) failure_of([&] { renewed_(*batch, started, lease); });
     lock.lock();
     renewing_ = false;
     // disarm() waits for renewing_ to clear, so the entry is still there.

@@ -22,8 +22,14 @@ namespace outpost::relay_detail {
 
 class LeaseKeeper {
  public:
-  // `report` is called for renew calls that throw (the keeper tries again next interval).
-  LeaseKeeper(Store& store, Duration lease, std::function<void(const std::string&)> report);
+  // `report` is called for renew calls that throw (the keeper tries again next interval);
+  // `renewed` after each renew that held the batch, with when the renew call started and the
+  // lease it asked for (the relay moves the batch's lease deadline on), on the keeper's thread
+  // while disarm() of that batch waits.
+  using Renewed = std::function<void(
+      const ClaimedBatch& batch, std::chrono::steady_clock::time_point started, Duration lease)>;
+  LeaseKeeper(Store& store, Duration lease, std::function<void(const std::string&)> report,
+              Renewed renewed = {});
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -52,6 +58,7 @@ class LeaseKeeper {
   const Duration lease_;
   const Duration interval_;
   const std::function<void(const std::string&)> report_;
+  const Renewed renewed_;
 
   std::mutex mu_;
   std::condition_variable cv_;

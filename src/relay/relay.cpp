@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -32,11 +33,22 @@ constexpr Duration kIdleWaitChunk{200};    // bounds the stop() vs wait_for_work
 // does not answer (each further try would cost as long): the stop's other settle calls are
 // skipped. One that failed sooner (a dropped connection) still gets the separate tries.
 constexpr Duration kStoreHungAfter{1'000};
+// The pause of an unavailable sink (docs/relay.md, "Pauses"): the first probe after 500 ms, then
+// doubling up to 30 s, or backoff_max when that is smaller (but not below 10 ms).
+constexpr Duration kProbeFirst{500};
+constexpr Duration kProbeCap{30'000};
+constexpr Duration kProbeFloor{10};
+// No delivery starts within this margin of the end of its batch's lease (docs/relay.md, "The lease
+// deadline"): min(lease / 10, 1 s).
+constexpr Duration kLeaseMarginMax{1'000};
+
+using SteadyClock = std::chrono::steady_clock;
 
 void validate(const RelayOptions& o) {
   if (o.batch_size < 1) throw ConfigError("relay batch size must be at least 1");
   if (o.lease.count() < 3) throw ConfigError("relay lease must be at least 3 ms");
   if (o.max_attempts < 1) throw ConfigError("relay max attempts must be at least 1");
+  if (o.max_crashes < 1) throw ConfigError("relay max crashes must be at least 1");
   if (o.backoff_base.count() < 0) throw ConfigError("relay backoff base must not be negative");
   if (o.backoff_max.count() < 0) throw ConfigError("relay backoff max must not be negative");
   if (o.poll_interval.count() < 1) throw ConfigError("relay poll interval must be at least 1 ms");
@@ -55,7 +67,11 @@ struct Relay::Impl {
       : store(s),
         sink(k),
         options((validate(o), std::move(o))),
-        keeper(s, options.lease, [this](const std::string& m) { store_error(m); }) {}
+        keeper(
+            s, options.lease, [this](const std::string& m) { store_error(m); },
+            [this](const ClaimedBatch& b, SteadyClock::time_point started, Duration lease) {
+              renewed(b, started, lease);
+            }) {}
 
   // ---- reporting -------------------------------------------------------------------------
   void report(const std::string& message) {
@@ -94,7 +110,6 @@ struct Relay::Impl {
   // interrupt is noticed within one chunk. Returns early when the store signals work.
   // Returns true when it returned before poll_interval because the store signalled.
   bool idle_wait() {
-    using SteadyClock = std::chrono::steady_clock;
     auto deadline = SteadyClock::now() + options.poll_interval;
     while (!stopping.load(std::memory_order_acquire)) {
       auto left = std::chrono::duration_cast<Duration>(deadline - SteadyClock::now());
@@ -114,9 +129,10 @@ struct Relay::Impl {
   // hangs would make every try cost a whole store timeout (PostgreSQL/Redis timeout_ms, then
   // connect_timeout per reconnect), and a stop settles up to three batches: so fewer tries, and
   // once a settle call gave up, the later ones of this stop are not tried at all.
+  // `tries`: 0 for the usual few (fewer while stopping); a held settlement is tried once a round.
   template <typename F>
   std::optional<std::size_t> settle_call(const char* what, std::size_t count, F&& call,
-                                         bool& retried) {
+                                         bool& retried, int tries = 0) {
     const bool stopping_now = stopping.load(std::memory_order_acquire);
     if (stopping_now && store_failed_while_stopping) {
       report(std::string(what) + " of " + std::to_string(count) +
@@ -124,15 +140,20 @@ struct Relay::Impl {
              "redeliver them)");
       return std::nullopt;
     }
-    const int tries = stopping_now ? kSettleTriesStopping : kSettleTries;
+    if (stopping_now)
+      tries = kSettleTriesStopping;
+    else if (tries <= 0)
+      tries = kSettleTries;
     Duration wait = kSettleRetryFirst;
     for (int attempt = 1;; ++attempt) {
       std::size_t done = 0;
       auto failure = failure_of([&] { done = call(); });
       if (!failure) return done;
-      store_error(std::string(what) + " of " + std::to_string(count) + " events failed" +
-                  (attempt < tries ? " (retrying): "
-                                   : " (giving up; the lease expiry will redeliver them): ") +
+      const char* next = attempt < tries ? " (retrying): "
+                         : stopping_now  ? " (giving up; the lease expiry will redeliver them): "
+                                         : " (kept: retried with backoff before anything new is "
+                                           "claimed): ";
+      store_error(std::string(what) + " of " + std::to_string(count) + " events failed" + next +
                   *failure);
       if (attempt >= tries) {
         if (stopping.load(std::memory_order_acquire)) store_failed_while_stopping = true;
@@ -145,11 +166,17 @@ struct Relay::Impl {
   }
 
   // ---- one batch (the pure rules are in batch.{h,cpp}) ------------------------------------
-  // After a claim: counts it and dead-letters events claimed too often (relay_detail::prepare).
-  void prepare(Batch& b) {
+  // After a claim that started at `claim_started`: counts it, dead-letters events that crashed
+  // relays too often (relay_detail::prepare) and sets the batch's lease deadline.
+  void prepare(Batch& b, SteadyClock::time_point claim_started) {
     relay_detail::prepare(
-        b, options.max_attempts,
+        b, options.max_crashes,
         [this](const std::string& m, const StoredEvent& e) { delivery_error(m, e); });
+    {
+      std::lock_guard lock(deadline_mu);
+      b.lease_deadline =
+          b.empty() ? SteadyClock::time_point::max() : claim_started + options.lease - lease_margin;
+    }
     if (b.empty()) return;
     batches.fetch_add(1, std::memory_order_relaxed);
     claimed.fetch_add(b.claimed.events.size(), std::memory_order_relaxed);
@@ -157,13 +184,37 @@ struct Relay::Impl {
 
   // Runs the sink on the batch's events (on whichever thread calls it), bounded by the
   // deliver timeout and the stop; never throws.
+  // A batch whose lease deadline passed before its delivery could start (the process was
+  // paused, e.g. SIGSTOP, a VM pause, swapping) is not delivered at all: another relay may hold
+  // its events now (docs/relay.md, "The lease deadline").
   void deliver(Batch& b) {
     auto events = b.to_deliver();
     if (events.empty()) return;
-    const auto now = DeliveryControl::Clock::now();
-    control.begin(deliver_timeout, now);
-    keeper.renew_until(b.claimed, control.deadline());  // max(): no deadline
+    const auto now = SteadyClock::now();
+    SteadyClock::time_point call_deadline;
+    {
+      std::lock_guard lock(deadline_mu);
+      if (now >= b.lease_deadline) {
+        b.lease_ran_out = true;
+      } else {
+        control.begin(deliver_timeout, now);
+        call_deadline = control.deadline();  // max(): no deadline
+        delivering_now = &b;
+        delivering_deadline = call_deadline;
+        bound_control(b);
+      }
+    }
+    if (b.lease_ran_out) {
+      b.results.assign(events.size(),
+                       DeliveryResult::skipped("not started: the lease deadline had passed"));
+      return;
+    }
+    keeper.renew_until(b.claimed, call_deadline);
     auto failure = failure_of([&] { b.results = sink.deliver_bounded(events, control); });
+    {
+      std::lock_guard lock(deadline_mu);
+      delivering_now = nullptr;
+    }
     if (failure) b.results.assign(events.size(), DeliveryResult::failed(*failure));
     if (std::string why = sink.closed(); !why.empty()) {
       // The destination is gone for good: stop; decide() releases what was not delivered.
@@ -177,6 +228,7 @@ struct Relay::Impl {
 
   // After the delivery of `b` (started == a delivery ran): unless its lease was lost meanwhile,
   // turns the sink's results into acks, nacks and releases (relay_detail::decide).
+  // Then notes what the results say about the sink (note_sink_state).
   void finish_delivery(Batch& b, bool started) {
     if (!still_leased(b) || !started) return;
     relay_detail::decide(
@@ -187,6 +239,116 @@ struct Relay::Impl {
          .sink_name = sink.name(),
          .stopping = stopping.load(std::memory_order_acquire)},
         [this](const std::string& m, const StoredEvent& e) { delivery_error(m, e); });
+    if (b.lease_ran_out) {
+      lease_expired_undelivered.fetch_add(1, std::memory_order_relaxed);
+      report("a batch of " + std::to_string(b.to_deliver().size()) +
+             " events was not delivered: its lease deadline had passed before the delivery could "
+             "start (the relay was paused or starved); released, claiming afresh");
+      return;
+    }
+    note_sink_state(b);
+  }
+
+  // ---- the lease deadline (docs/relay.md, "The lease deadline") -----------------------------
+  // deadline_mu held: the control's deadline is the earlier of the call's own and the lease
+  // deadline of the batch being delivered. DeliveryControl has no setter for a point in time:
+  // begin(timeout, at) with at = point - timeout gives that point and keeps the timeout's text.
+  void bound_control(const Batch& b) {
+    if (b.lease_deadline >= delivering_deadline) {
+      if (control.deadline() != delivering_deadline) set_control_deadline(delivering_deadline);
+      return;
+    }
+    set_control_deadline(b.lease_deadline);
+  }
+  void set_control_deadline(SteadyClock::time_point at) {
+    if (at == SteadyClock::time_point::max()) {
+      control.begin(Duration{0});  // no deadline
+      return;
+    }
+    const Duration t = control_timeout;
+    control.begin(t, at - t);
+  }
+
+  // The lease keeper renewed `batch`: its lease deadline moves on (and the running call's). Only
+  // a renewal that started before the deadline does: one that started later (after a pause)
+  // cannot show the lease held throughout, as stores also count events another relay took and
+  // settled meanwhile as held (they are gone), and so must not let a stale batch be delivered.
+  void renewed(const ClaimedBatch& batch, SteadyClock::time_point started, Duration lease) {
+    std::lock_guard lock(deadline_mu);
+    for (Batch& s : slots) {
+      if (&s.claimed != &batch || started >= s.lease_deadline) continue;
+      s.lease_deadline = std::max(s.lease_deadline, started + lease - lease_margin);
+      if (delivering_now == &s) bound_control(s);
+    }
+  }
+
+  // ---- the sink's pause (docs/relay.md, "Pauses") -------------------------------------------
+  bool sink_is_down() const { return sink_down.load(std::memory_order_acquire); }
+
+  Duration probe_cap() const { return std::clamp(options.backoff_max, kProbeFloor, kProbeCap); }
+
+  // After a delivered batch: an unavailable result takes the sink down (or keeps it down, the
+  // next probe further off); an answer from the destination (delivered or refused) while down
+  // brings it back.
+  void note_sink_state(const Batch& b) {
+    if (b.n_unavailable > 0) {
+      unavailable.fetch_add(b.n_unavailable, std::memory_order_relaxed);
+      const bool was_down = sink_is_down();
+      probe_step =
+          was_down ? std::min(probe_cap(), probe_step * 2) : std::min(kProbeFirst, probe_cap());
+      // Retry-After is honoured, capped like the rest; a little jitter so that relays paused by
+      // the same outage do not probe in lockstep.
+      Duration wait = std::min(probe_cap(), std::max(probe_step, b.retry_after));
+      thread_local std::mt19937 rng{std::random_device{}()};
+      std::uniform_int_distribution<std::int64_t> dist(0, wait.count() / 10);
+      probe_wait = wait + Duration{dist(rng)};
+      if (was_down) return;
+      down_since_steady = SteadyClock::now();
+      probes = 0;
+      const TimePoint since = outpost::now();
+      down_since_us.store(since.time_since_epoch().count(), std::memory_order_relaxed);
+      outages.fetch_add(1, std::memory_order_relaxed);
+      sink_down.store(true, std::memory_order_release);
+      sink_state("sink '" + std::string(sink.name()) + "' down since " + format_rfc3339(since) +
+                     ": " + b.unavailable_why + "; its events wait (no attempt counted); probing " +
+                     "with one event in " + std::to_string(wait.count()) +
+                     " ms, then backing off to every " + std::to_string(probe_cap().count()) +
+                     " ms",
+                 true);
+      return;
+    }
+    if (!b.answered || !sink_is_down()) return;
+    const auto secs = std::chrono::duration<double>(SteadyClock::now() - down_since_steady).count();
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f", secs);
+    sink_down.store(false, std::memory_order_release);
+    down_since_us.store(0, std::memory_order_relaxed);
+    sink_state("sink '" + std::string(sink.name()) + "' is back after " + took + " s (" +
+                   std::to_string(probes) + (probes == 1 ? " probe" : " probes") +
+                   "); delivering again",
+               false);
+  }
+
+  void sink_state(const std::string& message, bool down) {
+    if (options.on_sink_state)
+      failure_of([&] { options.on_sink_state(message, down); });  // must not throw
+    else
+      report(message);
+  }
+
+  // While the sink is down: waits out the probe backoff (stop() cuts it short), then delivers one
+  // event (cycle(1)), which brings the sink back or sets the next wait. false: run() returns
+  // (until_empty and nothing left).
+  bool probe() {
+    sleep_for(probe_wait);
+    if (stopping.load(std::memory_order_acquire)) return true;
+    ++probes;
+    std::size_t n = 0;
+    const bool claimed = claim_or_back_off([&] { n = cycle(1); });
+    slots[0].claimed = ClaimedBatch{};  // settled by cycle(); the loops start from empty slots
+    if (!claimed) return true;
+    if (n == 0 && !stopping.load(std::memory_order_acquire)) return wait_when_idle();
+    return true;
   }
 
   // The one claim -> deliver -> decide path after a claim (the caller settles): delivers on this
@@ -208,84 +370,145 @@ struct Relay::Impl {
     return false;
   }
 
+  void note_fenced(const Batch& slot) {
+    lease_lost.fetch_add(1, std::memory_order_relaxed);
+    report("some events of a batch of " + std::to_string(slot.claimed.events.size()) +
+           " were no longer leased by this relay when settled (lease expired)");
+  }
+
   void count_settled(const Batch& slot, bool fenced) {
-    if (fenced) {
-      lease_lost.fetch_add(1, std::memory_order_relaxed);
-      report("some events of a batch of " + std::to_string(slot.claimed.events.size()) +
-             " were no longer leased by this relay when settled (lease expired)");
-    }
+    if (fenced) note_fenced(slot);
     delivered.fetch_add(slot.acks.size(), std::memory_order_relaxed);
     failed.fetch_add(slot.n_failed, std::memory_order_relaxed);
     dead.fetch_add(slot.n_dead, std::memory_order_relaxed);
     released.fetch_add(slot.releases.size(), std::memory_order_relaxed);
   }
 
-  // Settles with the separate calls, each retried a few times.
-  void settle(Batch& slot) {
-    if (slot.abandoned) return;
-    bool retried = false, fenced = false;
+  // Settles with the separate calls, each retried a few times. Each kind is counted and cleared
+  // once recorded; what the store still refuses is left in the batch: true when nothing is.
+  bool settle_parts(Batch& slot, int tries = 0) {
+    bool fenced = false;
+    bool& retried = slot.settle_retried;
     if (!slot.acks.empty()) {
       auto done = settle_call(
-          "ack", slot.acks.size(), [&] { return store.ack(slot.claimed, slot.acks); }, retried);
-      if (done && *done < slot.acks.size()) fenced = true;
+          "ack", slot.acks.size(), [&] { return store.ack(slot.claimed, slot.acks); }, retried,
+          tries);
+      if (done) {
+        fenced |= *done < slot.acks.size();
+        delivered.fetch_add(slot.acks.size(), std::memory_order_relaxed);
+        slot.acks.clear();
+      }
     }
     if (!slot.nacks.empty()) {
       auto done = settle_call(
-          "nack", slot.nacks.size(), [&] { return store.nack(slot.claimed, slot.nacks); }, retried);
-      if (done && *done < slot.nacks.size()) fenced = true;
+          "nack", slot.nacks.size(), [&] { return store.nack(slot.claimed, slot.nacks); }, retried,
+          tries);
+      if (done) {
+        fenced |= *done < slot.nacks.size();
+        failed.fetch_add(slot.n_failed, std::memory_order_relaxed);
+        dead.fetch_add(slot.n_dead, std::memory_order_relaxed);
+        slot.n_failed = slot.n_dead = 0;
+        slot.nacks.clear();
+      }
     }
     if (!slot.releases.empty()) {
       auto done = settle_call(
           "release", slot.releases.size(),
-          [&] { return store.release(slot.claimed, slot.releases); }, retried);
-      if (done && *done < slot.releases.size()) fenced = true;
+          [&] { return store.release(slot.claimed, slot.releases); }, retried, tries);
+      if (done) {
+        fenced |= *done < slot.releases.size();
+        released.fetch_add(slot.releases.size(), std::memory_order_relaxed);
+        slot.releases.clear();
+      }
     }
     // After a retried call a short count may just mean the first try did take effect.
-    count_settled(slot, fenced && !retried);
+    if (fenced && !retried) note_fenced(slot);
+    return slot.settlement().empty();
+  }
+
+  // Settles `slot`. What the store refuses even after the retries (a full disk, a database that
+  // is down) is kept and retried with backoff before anything new is claimed (drain_held), not
+  // dropped: dropping it would deliver those events again after their lease, once per lease, for
+  // as long as the store refuses writes (docs/relay.md, "Crash counting"). While stopping it is
+  // given up: the lease expiry redelivers those events.
+  void settle(Batch& slot) {
+    if (slot.abandoned) return;
+    if (settle_parts(slot) || stopping.load(std::memory_order_acquire)) return;
+    held.push_back(std::move(slot));
+    slot = Batch{};
+  }
+
+  // Retries the held settlements, one try each per round with the error backoff between rounds,
+  // until all are recorded or the relay stops.
+  void drain_held() {
+    while (!held.empty() && !stopping.load(std::memory_order_acquire)) {
+      sleep_for(next_error_backoff());
+      if (stopping.load(std::memory_order_acquire)) break;
+      retry_held(1);
+    }
+    if (held.empty()) error_backoff = Duration{0};
+  }
+  void retry_held(int tries) {
+    std::erase_if(held, [&](Batch& b) { return settle_parts(b, tries); });
   }
 
   // Settles `done` and claims the next batch into `next` in one store call. If that call
   // fails, settles with the separate (retried) calls and leaves `next` empty; the caller's
   // next plain claim backs off if the store is still failing.
   void settle_and_claim(Batch& done, Batch& next) {
+    if (!held.empty()) {  // the store refused a settlement: record it before claiming more
+      settle(done);
+      next.claimed = ClaimedBatch{};
+      prepare(next, SteadyClock::now());
+      return;
+    }
     if (done.abandoned || done.settlement().empty()) {
       if (!done.abandoned) count_settled(done, false);
       prefetch(next);
       return;
     }
     SettleCounts counts;
-    const auto started = std::chrono::steady_clock::now();
+    const auto started = SteadyClock::now();
     auto failure = failure_of([&] {
       next.claimed = store.settle_and_claim(done.claimed, done.settlement(), counts,
                                             options.batch_size, options.lease, options.order);
     });
     if (failure) {
       if (stopping.load(std::memory_order_acquire) &&
-          std::chrono::steady_clock::now() - started >= kStoreHungAfter)
+          SteadyClock::now() - started >= kStoreHungAfter)
         store_failed_while_stopping = true;
       store_error("settle and claim failed (settling again on its own): " + *failure);
       next.claimed = ClaimedBatch{};
-      prepare(next);
+      prepare(next, started);
       settle(done);
       return;
     }
-    prepare(next);
+    prepare(next, started);
     bool fenced = counts.acked < done.acks.size() || counts.nacked < done.nacks.size() ||
                   counts.released < done.releases.size();
     count_settled(done, fenced);
   }
 
   // ---- one cycle, no pipelining (run_once) --------------------------------------------------
-  std::size_t cycle() {
+  // Claims at most `max` events (the probe of a sink that is down: 1). A settlement the store
+  // refused before is tried once first; while it is still refused nothing is claimed (0).
+  std::size_t cycle(std::size_t max) {
+    if (!held.empty()) {
+      retry_held(1);
+      if (!held.empty()) return 0;
+    }
     Batch& b = slots[0];
-    b.claimed = store.claim(options.batch_size, options.lease, options.order);
-    prepare(b);
+    const auto started = SteadyClock::now();
+    b.claimed = store.claim(max, options.lease, options.order);
+    prepare(b, started);
     if (b.empty()) return 0;
+    const std::size_t n = b.claimed.events.size();
     if (!b.to_deliver().empty()) keeper.arm(b.claimed);  // renewed while the sink works
     deliver_and_decide(b);
     settle(b);
-    return b.claimed.events.size();
+    return n;
   }
+  std::size_t run_once() { return cycle(sink_is_down() ? 1 : options.batch_size); }
 
   // ---- the pipelined loop -----------------------------------------------------------------
   // Steady state, with batches x (delivered), y (being delivered) and z (claimed):
@@ -303,12 +526,16 @@ struct Relay::Impl {
   }
 
   // Claims into `slot` and keeps its lease; a failing claim is reported, the slot left empty.
+  // Claims nothing while a settlement the store refused is held.
   void prefetch(Batch& slot) {
     slot.claimed = ClaimedBatch{};
-    if (auto failure = failure_of(
-            [&] { slot.claimed = store.claim(options.batch_size, options.lease, options.order); }))
-      store_error("claim failed: " + *failure);
-    prepare(slot);
+    const auto started = SteadyClock::now();
+    if (held.empty())
+      if (auto failure = failure_of([&] {
+            slot.claimed = store.claim(options.batch_size, options.lease, options.order);
+          }))
+        store_error("claim failed: " + *failure);
+    prepare(slot, started);
   }
 
   // Gives a claimed batch that will not be delivered (the relay is stopping) back to the store
@@ -345,10 +572,24 @@ struct Relay::Impl {
     for (Batch& s : slots) s.claimed = ClaimedBatch{};
     bool found_nothing = false;  // the last claim came back empty: wait before claiming again
     while (!stopping.load(std::memory_order_acquire)) {
+      // Every slot is empty here when the sink is down or a settlement is held (see below).
+      if (sink_is_down()) {
+        if (!probe()) break;
+        continue;
+      }
+      if (!held.empty() && delivering->claimed.empty()) {
+        if (!settling->claimed.empty()) {
+          settle(*settling);
+          settling->claimed = ClaimedBatch{};
+        }
+        drain_held();
+        continue;
+      }
       if (delivering->claimed.empty()) {
         if (!found_nothing && !claim_or_back_off([&] {
+              const auto started = SteadyClock::now();
               delivering->claimed = store.claim(options.batch_size, options.lease, options.order);
-              prepare(*delivering);
+              prepare(*delivering, started);
             }))
           continue;
         if (delivering->claimed.empty()) {
@@ -390,6 +631,14 @@ struct Relay::Impl {
       }
       mode.batch_done(delivering->claimed.events.size(),
                       delivering->claimed.events.size() == options.batch_size);
+      if (sink_is_down()) {
+        // Paused (docs/relay.md, "Pauses"): settle what was delivered and give back what was
+        // claimed ahead (no attempt counted); the loop probes from an empty hand.
+        settle(*delivering);
+        delivering->claimed = ClaimedBatch{};
+        if (!claimed_next->claimed.empty()) give_back(*claimed_next);
+        continue;
+      }
 
       Batch* free_slot = settling;
       settling = delivering;
@@ -406,6 +655,14 @@ struct Relay::Impl {
     // Stopping: settle what was delivered, give back what was claimed but not delivered.
     if (!settling->claimed.empty()) settle(*settling);
     if (!delivering->claimed.empty()) give_back(*delivering);
+  }
+
+  // Stopping with settlements the store refused: one more (stopping) try each, then they are
+  // given up; the lease expiry redelivers those events.
+  void abandon_held() {
+    if (held.empty()) return;
+    retry_held(0);
+    held.clear();
   }
 
   // Idle: returns false when run() should return (until_empty and nothing left).
@@ -434,8 +691,16 @@ struct Relay::Impl {
 
   void sequential_run() {
     while (!stopping.load(std::memory_order_acquire)) {
+      if (sink_is_down()) {
+        if (!probe()) break;
+        continue;
+      }
+      if (!held.empty()) {
+        drain_held();
+        continue;
+      }
       std::size_t n = 0;
-      if (!claim_or_back_off([&] { n = cycle(); })) continue;
+      if (!claim_or_back_off([&] { n = cycle(options.batch_size); })) continue;
       if (n > 0) futile_wakeups = 0;
       if (n > 0 || stopping.load(std::memory_order_acquire)) continue;
       if (!wait_when_idle()) break;
@@ -447,6 +712,7 @@ struct Relay::Impl {
       pipelined_run();
     else
       sequential_run();
+    abandon_held();
     if (auto failure = failure_of([&] { sink.close(); })) report("sink close failed: " + *failure);
     std::lock_guard lock(sleep_mu);
     if (!sink_closed.empty())
@@ -482,6 +748,12 @@ struct Relay::Impl {
     c.released = released.load(std::memory_order_relaxed);
     c.lease_lost = lease_lost.load(std::memory_order_relaxed);
     c.store_errors = store_errors.load(std::memory_order_relaxed);
+    c.unavailable = unavailable.load(std::memory_order_relaxed);
+    c.sink_down = sink_down.load(std::memory_order_acquire);
+    c.sink_down_since =
+        c.sink_down ? TimePoint(std::chrono::microseconds(down_since_us.load())) : TimePoint{};
+    c.sink_outages = outages.load(std::memory_order_relaxed);
+    c.lease_expired_undelivered = lease_expired_undelivered.load(std::memory_order_relaxed);
     return c;
   }
 
@@ -491,6 +763,11 @@ struct Relay::Impl {
   // A deliver() call's deadline (deliver_timeout, the lease when 0).
   const Duration deliver_timeout =
       options.deliver_timeout.count() > 0 ? options.deliver_timeout : options.lease;
+  // What set_control_deadline() passes as the timeout (its text names it): the deliver timeout,
+  // or a year when that is "none" to DeliveryControl::begin.
+  const Duration control_timeout =
+      std::min<Duration>(deliver_timeout, std::chrono::hours(24 * 365));
+  const Duration lease_margin = std::min(kLeaseMarginMax, options.lease / 10);
 
   std::atomic<bool> stopping{false};
   std::mutex sleep_mu;
@@ -501,13 +778,26 @@ struct Relay::Impl {
   bool store_failed_while_stopping = false;  // relay thread only: see settle_call
   relay_detail::PipelineMode mode;           // relay thread only
   DeliveryControl control;                   // bounds the deliver() call in progress; set by stop()
+  // Guards the slots' lease deadlines (the keeper's thread moves them on), the batch being
+  // delivered and its call's own deadline, and the control's deadline set from them.
+  std::mutex deadline_mu;
+  Batch* delivering_now = nullptr;
+  SteadyClock::time_point delivering_deadline;
+  // Settlements the store refused (settle); relay thread only.
+  std::vector<Batch> held;
+  // The sink's pause; the atomics are read by counters().
+  std::atomic<bool> sink_down{false};
+  std::atomic<std::int64_t> down_since_us{0};
+  Duration probe_step{0}, probe_wait{0};  // relay thread only
+  SteadyClock::time_point down_since_steady;
+  int probes = 0;
 
   // Relay thread only (the delivery thread touches the one it was handed); reused across batches
   // so the hot path does not allocate per batch.
   Batch slots[3];
 
   std::atomic<std::uint64_t> batches{0}, claimed{0}, delivered{0}, failed{0}, dead{0}, released{0},
-      lease_lost{0}, store_errors{0};
+      lease_lost{0}, store_errors{0}, unavailable{0}, outages{0}, lease_expired_undelivered{0};
 
   relay_detail::LeaseKeeper keeper;  // its thread reports through the members above
   // Last: destroyed (joined) first.
@@ -523,7 +813,7 @@ void Relay::run() {
   impl_->run();
 }
 std::size_t Relay::run_once() {
-  return impl_->cycle();
+  return impl_->run_once();
 }
 void Relay::stop() {
   impl_->stop(false);

@@ -242,32 +242,6 @@ TEST_P(RelayTest, EventsHeldBehindAFailureAreReleasedWithoutCountingAnAttempt) {
   EXPECT_EQ(relay.counters().delivered, 3u);
 }
 
-TEST_P(RelayTest, EventWhoseLeaseExpiredMaxAttemptsTimesIsDeadWithoutDelivery) {
-  auto store = make_store();
-  store->append(make_events(1, "t"));
-  // Two relays "died" while delivering it: claimed, never settled, leases ran out.
-  for (int i = 0; i < 2; ++i) {
-    ClaimedBatch b;
-    ASSERT_TRUE(eventually([&] {
-      b = store->claim(10, 30ms, ClaimOrder::ordered);
-      return !b.empty();
-    }));
-    EXPECT_EQ(b.events[0].attempts, i + 1);
-  }
-  int calls = 0;
-  HandlerSink sink;
-  sink.on("t", [&](const StoredEvent&) { ++calls; });
-  RelayOptions o = until_empty_options();
-  o.max_attempts = 2;
-  Relay relay(*store, sink, o);
-  ASSERT_TRUE(run_bounded(relay));
-  EXPECT_EQ(calls, 0);
-  auto dead = store->dead(10);
-  ASSERT_EQ(dead.size(), 1u);
-  EXPECT_NE(dead[0].last_error.find("lease expired"), std::string::npos) << dead[0].last_error;
-  EXPECT_EQ(relay.counters().dead, 1u);
-}
-
 TEST_P(RelayTest, ExpiredLeaseOfAHungRelayIsRecoveredByAnotherRelay) {
   auto store = make_store();
   auto other = second_view();  // relay B's own connection where the backend has one
@@ -963,20 +937,6 @@ TEST(RelayBatchRules, AWrongResultCountFailsEveryEventNamingTheSink) {
   relay_detail::decide(b, rules, [](const std::string&, const StoredEvent&) {});
   ASSERT_EQ(b.nacks.size(), 2u);
   EXPECT_EQ(b.nacks[0].error, "sink 'odd' returned 1 results for 2 events");
-}
-
-TEST(RelayBatchRules, PrepareDeadLettersEventsClaimedTooOftenUnseen) {
-  relay_detail::Batch b;
-  b.claimed.events = {claimed_event("a", 6), claimed_event("b", 2)};
-  int reported = 0;
-  relay_detail::prepare(b, 5, [&](const std::string&, const StoredEvent&) { ++reported; });
-  ASSERT_EQ(b.to_deliver().size(), 1u);
-  EXPECT_EQ(b.to_deliver()[0].id, b.claimed.events[1].id);
-  ASSERT_EQ(b.nacks.size(), 1u);
-  EXPECT_FALSE(b.nacks[0].retry_in.has_value());
-  EXPECT_NE(b.nacks[0].error.find("gave up after 5 attempts (max 5)"), std::string::npos);
-  EXPECT_EQ(b.n_dead, 1u);
-  EXPECT_EQ(reported, 1);
 }
 
 }  // namespace
