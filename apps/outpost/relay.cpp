@@ -48,6 +48,10 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
 
   RelayOptions options = relay_options(a);
   options.on_error = error_log("", a.quiet);
+  // A sink's outage is two lines however long it lasts: always logged, even with --quiet.
+  options.on_sink_state = [](const std::string& m, bool down) {
+    log(m, {}, down ? spdlog::level::warn : spdlog::level::info);
+  };
 
   Relay relay(*store, *sink, options);
   auto view = single_relay(relay, *store);
