@@ -39,6 +39,20 @@ std::string getenv_or_empty(const char* name) {
   return v ? v : "";
 }
 
+// A port on 127.0.0.1 that nothing listens on now (the kernel picked it; closed again).
+int closed_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error("cannot pick a port on 127.0.0.1");
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
 // `per_key` events for each of `keys` keys, as stdin lines of `outpost emit -`; the payload says
 // which key and which position, so the webhook can check the order per key.
 std::string event_lines(int per_key, int keys) {
@@ -139,6 +153,44 @@ std::string order_violation(const std::vector<Arrival>& accepted) {
     last[a.key] = a.pos;
   }
   return "";
+}
+
+// Issue 17 item 1 with default flags: the webhook refuses connections for 5 s, answers 503 with
+// Retry-After: 1 for 3 s, then 204. Before, the relay dead-lettered every event within seconds
+// (5 attempts from 100 ms); now the sink is paused and probed, and nothing is lost.
+TEST(Outage, ADownWebhookWithDefaultFlagsDeadLettersNothing) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "outbox.db";
+  constexpr int kKeys = 20, kPerKey = 20, kEvents = kKeys * kPerKey;
+  emit_events(store, kPerKey, kKeys);
+  const int port = closed_port();
+  std::atomic<bool> busy{true};
+  Webhook hook([&](httplib::Response& res) {
+    if (busy) {
+      res.set_header("Retry-After", "1");
+      return 503;
+    }
+    return 204;
+  });
+  const std::string log = dir / "relay.log";
+  CliProcess relay({"relay", "--store", store, "--sink", hook.url(port, "/hook")}, log);
+  std::this_thread::sleep_for(5s);  // connection refused
+  hook.listen(port);
+  std::this_thread::sleep_for(3s);  // 503, Retry-After: 1
+  busy = false;
+  const bool all = wait_until([&] { return hook.distinct() == kEvents; }, 180s, 50ms);
+  relay.signal(SIGTERM);
+  EXPECT_EQ(relay.wait(60s), 0);
+  const std::string text = read_file(log);
+  ASSERT_TRUE(all) << hook.distinct() << " of " << kEvents << " delivered\n" << text;
+  auto s = stats_of(store);
+  EXPECT_EQ(s.value("dead", -1), 0) << s.dump() << "\n" << text;
+  EXPECT_EQ(s.value("pending", -1), 0) << s.dump();
+  EXPECT_EQ(order_violation(hook.accepted()), "");
+  // Paused, not failed: no attempt was spent, and the outage was reported once each way.
+  EXPECT_NE(text.find(", failed 0,"), std::string::npos) << text;
+  EXPECT_NE(text.find("sink 'http' down since "), std::string::npos) << text;
+  EXPECT_NE(text.find("sink 'http' is back after "), std::string::npos) << text;
 }
 
 // Issue 17 item 2: two relays to one webhook; relay A is stopped (SIGSTOP) for 2.5 leases while B
