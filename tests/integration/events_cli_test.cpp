@@ -1,0 +1,389 @@
+// `outpost events` dead-letter hygiene and inspection (issue 20 item 4, docs/cli.md "events"):
+// dead|list filters (--type exact, --key and --error substrings, --older-than) and
+// --newest-first, retry|discard by filter, all-or-nothing retry|discard of ids, `show ID` in
+// each state, and usage errors (exit 2 before anything is opened). CLI processes only, on a
+// SQLite file always and on PostgreSQL / Redis / Redis Cluster when OUTPOST_TEST_PG_URL /
+// OUTPOST_TEST_REDIS_URL / OUTPOST_TEST_REDIS_CLUSTER_URL are set (skipped otherwise, failing
+// under OUTPOST_TEST_REQUIRE_ALL=1).
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_process.h"
+#include "hanging_webhook.h"
+#include "outpost/event.h"
+#include "store_cases.h"
+
+namespace outpost::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// A webhook that refuses every event: 422 on /unprocessable, 400 on /bad, so dead letters get
+// two different last errors ("HTTP 422", "HTTP 400"). Refusals are failures of the event, not
+// an unavailable sink (docs/sinks_file_http.md), so --max-attempts 1 dead-letters at once.
+class RefusingWebhook {
+ public:
+  RefusingWebhook() {
+    server_.Post("/unprocessable",
+                 [](const httplib::Request&, httplib::Response& res) { res.status = 422; });
+    server_.Post("/bad", [](const httplib::Request&, httplib::Response& res) { res.status = 400; });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~RefusingWebhook() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// Polls `done` until it holds or `timeout` passes (generous: the machine may be loaded).
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+                const char* /*what*/) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+struct StoreKind {
+  std::string name;
+  const char* env;    // server URL variable; nullptr: SQLite file
+  const char* param;  // the URL parameter that names a fresh outbox
+};
+
+class EventsCliTest : public ::testing::TestWithParam<StoreKind> {
+ protected:
+  void SetUp() override {
+    const StoreKind& k = GetParam();
+    const std::string name = unique_name("evcli");
+    if (!k.env) {
+      store_ = "sqlite:" + dir_ / (name + ".db");
+      return;
+    }
+    std::string base = env_or_empty(k.env);
+    if (base.empty()) {
+      if (require_all_endpoints()) FAIL() << k.env << " not set";
+      GTEST_SKIP() << k.env << " not set";
+    }
+    store_ = base + (base.find('?') == std::string::npos ? "?" : "&") + k.param + name;
+  }
+
+  CliResult events(std::vector<std::string> args) {
+    args.insert(args.begin(), {"events", "--store", store_});
+    return run_cli(args);
+  }
+
+  // The ids a command printed as JSON lines, in order; fails the test on a non-zero exit.
+  std::vector<std::string> ids_of(const std::vector<std::string>& args) {
+    auto r = events(args);
+    EXPECT_EQ(r.code, 0) << r.all();
+    std::vector<std::string> ids;
+    for (const auto& l : lines_of(r.out)) ids.push_back(json::parse(l)["id"]);
+    return ids;
+  }
+  std::set<std::string> id_set(const std::vector<std::string>& args) {
+    auto v = ids_of(args);
+    return {v.begin(), v.end()};
+  }
+
+  json stats() {
+    auto r = events({"stats", "--json"});
+    EXPECT_EQ(r.code, 0) << r.all();
+    return r.code == 0 ? json::parse(r.out) : json::object();
+  }
+
+  std::string emit(const std::string& type, const std::string& key, const std::string& extra = "") {
+    auto r =
+        run_cli({"emit", "--store", store_, "-"},
+                R"({"type":")" + type + R"(","key":")" + key + R"(","payload":1)" + extra + "}\n");
+    EXPECT_EQ(r.code, 0) << r.all();
+    auto ids = lines_of(r.out);
+    return ids.empty() ? std::string() : ids[0];
+  }
+
+  // Delivers everything pending to `path` of the refusing webhook: each event dies at once.
+  void kill_pending(const std::string& path) {
+    auto r = run_cli({"relay", "--store", store_, "--sink", webhook_.url(path), "--max-attempts",
+                      "1", "--until-empty", "--quiet"});
+    ASSERT_EQ(r.code, 0) << r.all();
+    ASSERT_EQ(stats().value("pending", -1), 0) << r.all();
+  }
+
+  // Dead letters A (order.placed, order-1), B (order.placed, order-22), C (invoice.sent,
+  // order-1) refused with 422; at least 4 s later D (order.placed, zz) refused with 400.
+  void make_dead_letters() {
+    a_ = emit("order.placed", "order-1");
+    b_ = emit("order.placed", "order-22");
+    c_ = emit("invoice.sent", "order-1");
+    kill_pending("/unprocessable");
+    std::this_thread::sleep_for(4s);
+    d_ = emit("order.placed", "zz");
+    kill_pending("/bad");
+    ASSERT_EQ(stats().value("dead", -1), 4);
+  }
+
+  TempDir dir_;
+  RefusingWebhook webhook_;
+  std::string store_;
+  std::string a_, b_, c_, d_;
+};
+
+using Ids = std::set<std::string>;
+
+TEST_P(EventsCliTest, DeadLettersAreFilteredByTypeKeyErrorAndAge) {
+  make_dead_letters();
+  EXPECT_EQ(id_set({"dead"}), (Ids{a_, b_, c_, d_}));
+  EXPECT_EQ(id_set({"dead", "--type", "order.placed"}), (Ids{a_, b_, d_}));
+  EXPECT_EQ(id_set({"dead", "--type", "order"}), Ids{}) << "type is exact";
+  EXPECT_EQ(id_set({"dead", "--key", "order-1"}), (Ids{a_, c_}));
+  EXPECT_EQ(id_set({"dead", "--key", "der-2"}), (Ids{b_})) << "key is a substring";
+  EXPECT_EQ(id_set({"dead", "--error", "HTTP 400"}), (Ids{d_}));
+  EXPECT_EQ(id_set({"dead", "--error", "422"}), (Ids{a_, b_, c_}));
+  EXPECT_EQ(id_set({"dead", "--type", "order.placed", "--error", "422"}), (Ids{a_, b_}))
+      << "filters combine with AND";
+  EXPECT_EQ(id_set({"dead", "--key", "nothing-like-it"}), Ids{});
+
+  // --older-than goes by dead_at: a cutoff half way between the two groups' deaths (4 s apart)
+  // keeps A, B, C and leaves D out, however long this process took to start.
+  TimePoint first_group = TimePoint::min(), d_died = TimePoint::max();
+  auto all = events({"dead"});
+  for (const auto& l : lines_of(all.out)) {
+    auto e = json::parse(l);
+    auto at = parse_rfc3339(e["dead_at"].get<std::string>());
+    ASSERT_TRUE(at) << l;
+    if (e["id"] == d_)
+      d_died = *at;
+    else
+      first_group = std::max(first_group, *at);
+  }
+  ASSERT_GT(d_died - first_group, 3s) << all.out;
+  auto middle = first_group + (d_died - first_group) / 2;
+  auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now() - middle);
+  EXPECT_EQ(id_set({"dead", "--older-than", std::to_string(age.count()) + "ms"}),
+            (Ids{a_, b_, c_}));
+  EXPECT_EQ(id_set({"dead", "--older-than", "1h"}), Ids{});
+  EXPECT_EQ(id_set({"dead", "--older-than", "0s"}), (Ids{a_, b_, c_, d_}));
+
+  // Oldest first by default; --newest-first reverses, and --limit applies after the order.
+  auto oldest = ids_of({"dead"});
+  ASSERT_EQ(oldest.size(), 4u);
+  EXPECT_EQ(oldest.back(), d_);
+  auto newest = ids_of({"dead", "--newest-first"});
+  EXPECT_EQ(newest, std::vector<std::string>(oldest.rbegin(), oldest.rend()));
+  EXPECT_EQ(ids_of({"dead", "--newest-first", "--limit", "1"}), std::vector<std::string>{d_});
+  EXPECT_EQ(ids_of({"dead", "--type", "order.placed", "--limit", "2"}).size(), 2u);
+  EXPECT_EQ(ids_of({"dead", "--type", "order.placed", "--newest-first", "--limit", "2"})[0], d_);
+}
+
+TEST_P(EventsCliTest, UndeliveredEventsAreFilteredByTypeKeyAndOccurredAt) {
+  const std::string old = emit("p.t", "k-1", R"(,"occurred_at":"2020-01-01T00:00:00Z")");
+  const std::string fresh = emit("p.t", "k-2");
+  const std::string other = emit("q.t", "k-22");
+  EXPECT_EQ(ids_of({"list"}), (std::vector<std::string>{old, fresh, other}));
+  EXPECT_EQ(ids_of({"list", "--newest-first"}), (std::vector<std::string>{other, fresh, old}));
+  EXPECT_EQ(ids_of({"list", "--newest-first", "--limit", "1"}), std::vector<std::string>{other});
+  EXPECT_EQ(id_set({"list", "--type", "p.t"}), (Ids{old, fresh}));
+  EXPECT_EQ(id_set({"list", "--key", "k-2"}), (Ids{fresh, other}));
+  EXPECT_EQ(id_set({"list", "--type", "p.t", "--key", "k-2"}), (Ids{fresh}));
+  EXPECT_EQ(id_set({"list", "--older-than", "365d"}), (Ids{old})) << "by occurred_at";
+  // The list of undelivered events carries no last error: refused, not silently empty.
+  auto r = events({"list", "--error", "422"});
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find("--error"), std::string::npos) << r.err;
+}
+
+TEST_P(EventsCliTest, RetryAndDiscardByFilterActOnTheMatchingDeadLettersOnly) {
+  make_dead_letters();
+  auto r = events({"retry", "--type", "invoice.sent", "--verbose"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(lines_of(r.out), (std::vector<std::string>{c_, "retried 1 dead letter"}));
+  EXPECT_EQ(id_set({"dead"}), (Ids{a_, b_, d_}));
+  EXPECT_EQ(id_set({"list"}), (Ids{c_}));
+  EXPECT_EQ(json::parse(lines_of(events({"list"}).out)[0])["attempts"], 0);
+
+  r = events({"discard", "--error", "HTTP 400"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(r.out, "discarded 1 dead letter\n");
+  EXPECT_EQ(id_set({"dead"}), (Ids{a_, b_}));
+
+  r = events({"discard", "--key", "nothing-like-it"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(r.out, "discarded 0 dead letters\n");
+  r = events({"discard", "--older-than", "1h"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(r.out, "discarded 0 dead letters\n");
+  EXPECT_EQ(stats().value("dead", -1), 2);
+
+  r = events({"retry", "--older-than", "0s", "--verbose"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_EQ((Ids{lines[0], lines[1]}), (Ids{a_, b_}));
+  EXPECT_EQ(lines[2], "retried 2 dead letters");
+  EXPECT_EQ(stats().value("dead", -1), 0);
+  EXPECT_EQ(id_set({"list"}), (Ids{a_, b_, c_}));
+}
+
+TEST_P(EventsCliTest, RetryOrDiscardOfAnIdThatIsNotADeadLetterChangesNothing) {
+  make_dead_letters();
+  const std::string pending = emit("p.t", "k");
+  const std::string never = EventId::generate().str();
+  for (const char* op : {"retry", "discard"}) {
+    auto r = events({op, a_, never, pending});
+    EXPECT_EQ(r.code, 1) << op << ": " << r.all();
+    EXPECT_NE(r.err.find(never), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(pending), std::string::npos) << "a pending event is no dead letter";
+    EXPECT_EQ(r.err.find(a_), std::string::npos) << "a dead letter is not named: " << r.err;
+    EXPECT_EQ(id_set({"dead"}), (Ids{a_, b_, c_, d_})) << op << " changed something";
+  }
+  auto r = events({"retry", a_, b_, a_});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(r.out, "retried 2 dead letters\n");
+  r = events({"discard", c_, "--verbose"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(r.out, c_ + "\ndiscarded 1 dead letter\n");
+  EXPECT_EQ(id_set({"dead"}), (Ids{d_}));
+}
+
+TEST_P(EventsCliTest, ShowFindsAnEventInEachState) {
+  // Dead: with its last error, attempts and when it died.
+  make_dead_letters();
+  auto r = events({"show", d_});
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j["state"], "dead");
+  EXPECT_EQ(j["id"], d_);
+  EXPECT_EQ(j["type"], "order.placed");
+  EXPECT_EQ(j["attempts"], 1);
+  EXPECT_NE(j["last_error"].get<std::string>().find("400"), std::string::npos) << r.out;
+  EXPECT_TRUE(j.contains("dead_at")) << r.out;
+
+  // Pending, never attempted.
+  const std::string fresh = emit("p.t", "fresh-key");
+  r = events({"show", fresh});
+  ASSERT_EQ(r.code, 0) << r.all();
+  j = json::parse(r.out);
+  EXPECT_EQ(j["state"], "pending");
+  EXPECT_EQ(j["attempts"], 0);
+  EXPECT_EQ(j["key"], "fresh-key");
+
+  // Pending after a failed attempt, its retry minutes away: last error and next attempt.
+  ASSERT_EQ(events({"discard", "--all"}).code, 0);
+  {
+    CliProcess relay(
+        {"relay", "--store", store_, "--sink", webhook_.url("/unprocessable"), "--backoff-base-ms",
+         "600000", "--backoff-max-ms", "600000", "--max-attempts", "10"},
+        dir_ / "relay1.log");
+    ASSERT_TRUE(
+        eventually([&] { return id_set({"blocked"}).contains(fresh); }, 60s, "blocked head"))
+        << read_file(dir_ / "relay1.log");
+    relay.signal(SIGTERM);
+    ASSERT_EQ(relay.wait(60s), 0) << read_file(dir_ / "relay1.log");
+  }
+  r = events({"show", fresh});
+  ASSERT_EQ(r.code, 0) << r.all();
+  j = json::parse(r.out);
+  EXPECT_EQ(j["state"], "pending") << r.out;
+  EXPECT_GE(j["attempts"], 1) << r.out;
+  EXPECT_NE(j.value("last_error", "").find("422"), std::string::npos) << r.out;
+  EXPECT_TRUE(j.contains("next_attempt")) << r.out;
+  EXPECT_FALSE(j.contains("lease_owner")) << r.out;
+
+  // Leased: a relay hangs in the request holding a ten-minute lease.
+  const std::string held = emit("h.t", "held-key");
+  HangingWebhook hangs;
+  CliProcess relay({"relay", "--store", store_, "--sink",
+                    "http://127.0.0.1:" + std::to_string(hangs.port()) + "/hook?timeout_ms=600000",
+                    "--lease-ms", "600000"},
+                   dir_ / "relay2.log");
+  ASSERT_TRUE(eventually([&] { return id_set({"leased"}).contains(held); }, 60s, "leased"))
+      << read_file(dir_ / "relay2.log");
+  r = events({"show", held});
+  ASSERT_EQ(r.code, 0) << r.all();
+  j = json::parse(r.out);
+  EXPECT_EQ(j["state"], "leased") << r.out;
+  EXPECT_FALSE(j.value("lease_owner", "").empty()) << r.out;
+  EXPECT_TRUE(j.contains("lease_until")) << r.out;
+  relay.signal(SIGKILL);
+  relay.wait(30s);
+
+  // Anything else: not found, exit 1, naming the id.
+  const std::string never = EventId::generate().str();
+  r = events({"show", never});
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find(never), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, EventsCliTest,
+                         ::testing::Values(StoreKind{"sqlite", nullptr, ""},
+                                           StoreKind{"postgresql", "OUTPOST_TEST_PG_URL", "table="},
+                                           StoreKind{"redis", "OUTPOST_TEST_REDIS_URL", "prefix="},
+                                           StoreKind{"redis_cluster",
+                                                     "OUTPOST_TEST_REDIS_CLUSTER_URL", "prefix="}),
+                         [](const auto& info) { return info.param.name; });
+
+// Usage errors: exit 2 naming what is wrong, before the store is opened (the SQLite file is not
+// created).
+TEST(EventsCliUsage, BadInputIsExit2BeforeTheStoreIsOpened) {
+  TempDir dir;
+  const std::string path = dir / "never.db";
+  const std::string store = "sqlite:" + path;
+  const std::string id = EventId::generate().str();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"dead", "--older-than", "5x"}, "unknown unit 'x'"},
+      {{"dead", "--older-than", "-1s"}, "--older-than"},
+      {{"dead", "--older-than", "1.5h"}, "--older-than"},
+      {{"dead", "--older-than", ""}, "--older-than"},
+      {{"dead", "--older-than", "99999999999999999d"}, "too large"},
+      {{"list", "--older-than", "7 d"}, "--older-than"},
+      {{"list", "--error", "x"}, "--error"},
+      {{"retry", id, "--older-than", "1s"}, "only one of them"},
+      {{"discard", "--all", "--type", "t"}, "only one of them"},
+      {{"retry", id, "--all"}, "only one of them"},
+      {{"retry"}, "give event IDs, --all, or filters"},
+      {{"discard", "--all", "--verbose"}, "--verbose"},
+      {{"retry", "--type", "t", "--older-than", "1w"}, "unknown unit 'w'"},
+      {{"retry", "not-an-id"}, "'not-an-id' is not an event id"},
+      {{"show", "not-an-id"}, "'not-an-id' is not an event id"},
+  };
+  for (const auto& [args, named] : cases) {
+    std::vector<std::string> argv{"events", "--store", store};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_cli(argv);
+    std::string shown;
+    for (const auto& a : args) shown += " " + a;
+    EXPECT_EQ(r.code, 2) << shown << ": " << r.all();
+    EXPECT_NE(r.err.find(named), std::string::npos) << shown << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path)) << shown << " created the store";
+  }
+}
+
+}  // namespace
+}  // namespace outpost::testing
