@@ -276,7 +276,8 @@ void add_filter_options(CLI::App* sub, FilterArgs& f, bool dead_letters) {
                   dead_letters ? "Only dead letters dead for at least DURATION (500ms, 30s, 5m, "
                                  "12h, 7d)"
                                : "Only events that occurred at least DURATION ago (500ms, 30s, "
-                                 "5m, 12h, 7d)");
+                                 "5m, 12h, 7d)")
+      ->type_name("DURATION");
 }
 
 }  // namespace
