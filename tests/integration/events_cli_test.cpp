@@ -45,6 +45,9 @@ class RefusingWebhook {
     server_.Post("/bad", [](const httplib::Request&, httplib::Response& res) { res.status = 400; });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // httplib's stop() before the listening loop started is lost and join() would wait forever
+    // (a test that skips destroys the webhook at once).
+    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
   }
   ~RefusingWebhook() {
     server_.stop();
