@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "cli_process.h"
 #include "server_process.h"
@@ -161,11 +162,35 @@ TEST_F(CliTest, RelayUntilEmptyDeliversEverythingToTheFileSink) {
   EXPECT_EQ(s["dead"], 0);
 }
 
+// A webhook on 127.0.0.1 that refuses every event (422): refusals are attempts, so they end in
+// the dead letters. (One that is down is an outage instead, which dead-letters nothing.)
+class RefusingWebhook {
+ public:
+  RefusingWebhook() {
+    server_.Post(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 422;
+      res.set_content("no such account", "text/plain");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    for (int i = 0; i < 500 && !server_.is_running(); ++i) std::this_thread::sleep_for(1ms);
+  }
+  ~RefusingWebhook() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 TEST_F(CliTest, DeadLettersCanBeListedRetriedAndDiscarded) {
   auto ids = emit_n(3, "");
-  // Nothing listens on this port: every delivery fails at once.
-  std::string refused = "http://127.0.0.1:" + std::to_string(free_port()) + "/hook";
-  auto r = run_cli({"relay", "--store", store(), "--sink", refused, "--max-attempts", "1",
+  RefusingWebhook refusing;
+  auto r = run_cli({"relay", "--store", store(), "--sink", refusing.url(), "--max-attempts", "1",
                     "--until-empty", "--quiet"});
   ASSERT_EQ(r.code, 0) << r.all();
   EXPECT_NE(r.err.find("dead 3"), std::string::npos) << r.err;
@@ -179,7 +204,7 @@ TEST_F(CliTest, DeadLettersCanBeListedRetriedAndDiscarded) {
   ASSERT_EQ(lines.size(), 3u);
   for (const auto& l : lines) {
     auto e = json::parse(l);
-    EXPECT_FALSE(e["last_error"].get<std::string>().empty()) << l;
+    EXPECT_EQ(e["last_error"], "refused: HTTP 422: no such account") << l;
     EXPECT_EQ(e["type"], "test.item");
   }
   EXPECT_EQ(lines_of(run_cli({"events", "--store", store(), "dead", "--limit", "2"}).out).size(),
@@ -205,7 +230,7 @@ TEST_F(CliTest, DeadLettersCanBeListedRetriedAndDiscarded) {
   ASSERT_EQ(run_cli({"events", "--store", store(), "retry", "--all"}).code, 0);
   EXPECT_EQ(stats()["pending"], 1);
   EXPECT_EQ(stats()["dead"], 0);
-  ASSERT_EQ(run_cli({"relay", "--store", store(), "--sink", refused, "--max-attempts", "1",
+  ASSERT_EQ(run_cli({"relay", "--store", store(), "--sink", refusing.url(), "--max-attempts", "1",
                      "--until-empty", "--quiet"})
                 .code,
             0);
