@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/url.h"
+#include "hanging_webhook.h"
 #include "outpost/error.h"
 #include "outpost/sinks/http.h"
 #include "sink_cases.h"
@@ -479,6 +480,26 @@ TEST(HttpSink, AnUnavailableWebhookIsNotHammered) {
   }
   // Two were in flight when the first 503 came back; nothing was started after it.
   EXPECT_LE(server.wait_for(3, 200ms).size(), 2u);
+}
+
+// A webhook that accepts connections but never answers: the first request times out, and the
+// rest of the batch is not sent, so the call costs one timeout_ms, not one per event.
+TEST(HttpSink, AWebhookThatHangsCostsOneTimeoutPerBatch) {
+  HangingWebhook hanging;
+  auto sink =
+      open_http_sink("http://127.0.0.1:" + std::to_string(hanging.port()) + "/hook?timeout_ms=300");
+  std::vector<StoredEvent> batch;
+  for (int i = 0; i < 6; ++i) batch.push_back(make_event("key-" + std::to_string(i), i));
+  auto results = sink->deliver(batch);
+  ASSERT_EQ(results.size(), batch.size());
+  EXPECT_EQ(results[0].status, DeliveryResult::Status::unavailable);
+  EXPECT_EQ(results[0].error.rfind("unavailable: timeout after 300 ms (timeout_ms): ", 0), 0u)
+      << results[0].error;
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].status, DeliveryResult::Status::unavailable) << i;
+    EXPECT_EQ(results[i].error.rfind("unavailable: not sent", 0), 0u) << results[i].error;
+  }
+  EXPECT_LE(hanging.requests(), 1) << "requests were sent after the webhook was found down";
 }
 
 TEST(HttpClassify, CurlCodesAndStatuses) {
