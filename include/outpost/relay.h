@@ -104,7 +104,9 @@ class Relay {
 
   // One claim -> deliver -> settle cycle. Returns the number of events claimed. A failing claim
   // throws (run() instead reports it and backs off); failing acks are retried a few times, then
-  // reported and left to the lease expiry.
+  // reported and kept: the next call tries them once first and claims nothing (returns 0) while
+  // the store still refuses them (run() retries them with backoff). While the sink is down it
+  // claims one event (a probe) and does not wait.
   std::size_t run_once();
 
   // Asks run() to return soon: no new claim and no new delivery; deliveries in flight get up to
