@@ -219,7 +219,9 @@ for i = 1, #picked do
 end
 local crashes_key = B .. 'v3:crashes'
 local crs = nil
-if any_expired or redis.call('EXISTS', crashes_key) == 1 then crs = hmget_all(crashes_key, picked) end
+if any_expired or redis.call('EXISTS', crashes_key) == 1 then
+  crs = hmget_all(crashes_key, picked)
+end
 local set, cset = {}, {}
 for i, id in ipairs(picked) do
   local n = attempts[i]
