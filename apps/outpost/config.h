@@ -34,6 +34,8 @@
 #include <variant>
 #include <vector>
 
+#include "outpost/relay.h"
+
 namespace outpost::cli {
 
 // One [[relay]] pipeline: the fields of `outpost relay`, same names, defaults and limits.
@@ -63,9 +65,10 @@ struct PipelineConfig {
 struct ConsumeArgs {
   std::string from, group, checkpoint, sink;
   std::size_t batch = 100;
-  int max_attempts = 5;
-  std::int64_t backoff_base_ms = 100;
-  std::int64_t backoff_max_ms = 60'000;
+  // The relay's retry schedule, kept in one place (RelayOptions; docs/consumers.md).
+  int max_attempts = RelayOptions{}.max_attempts;
+  std::int64_t backoff_base_ms = RelayOptions{}.backoff_base.count();
+  std::int64_t backoff_max_ms = RelayOptions{}.backoff_max.count();
   std::int64_t until_idle_ms = 0;
   bool unordered = false;
   bool quiet = false;

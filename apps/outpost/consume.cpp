@@ -9,9 +9,12 @@
 // SIGTERM/SIGINT finish the batch in flight, then exit 0. Logs as the daemon does (log.h): text
 // or JSON lines, and on a terminal a progress line (delivered/s, lag, dead) every 10 s.
 
+#include <algorithm>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cli.h"
@@ -165,19 +168,63 @@ ConsumeBridge::~ConsumeBridge() = default;
 void ConsumeBridge::run() {
   Sink& sink = timed_sink_ ? *timed_sink_ : *sink_;
   std::vector<StoredEvent> events;  // reused across batches
+  std::vector<std::size_t> index;   // events[k] is batch[index[k]]
   std::int64_t seq = 0;
+  // Events the sink confirmed in a batch that may not have committed (the checkpoint store
+  // refused the commit: a full disk, a lost connection; the batch is read again after the
+  // backoff): they are not sent again however long the store refuses. A batch that committed
+  // never comes back (the inbox skips its ids), so the newest few batches' worth suffice.
+  const std::size_t remember = std::max<std::size_t>(1000, 4 * args_.batch);
+  std::unordered_set<EventId, EventIdHash> sent;
+  std::deque<EventId> sent_order;
   ConsumerHandler deliver = [&](ConsumerBatch& batch) {
     if (batch.size() == 0) return;  // only duplicates in this read
     events.clear();
-    for (const auto& m : batch.messages()) {
+    index.clear();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const auto& m = batch[i];
+      if (!m.event.id.is_nil() && sent.count(m.event.id)) continue;  // confirmed already
       events.push_back(m.event);
       events.back().seq = ++seq;
       events.back().attempts = batch.attempt();
+      index.push_back(i);
     }
+    if (events.empty()) return;
     auto results = sink.deliver(events);
-    for (std::size_t i = 0; i < results.size() && i < batch.size(); ++i)
-      if (!results[i].ok())
-        batch.fail(i, results[i].error.empty() ? "not delivered" : results[i].error);
+    for (std::size_t k = 0; k < results.size() && k < events.size(); ++k) {
+      if (!results[k].ok() || events[k].id.is_nil() || !sent.insert(events[k].id).second) continue;
+      sent_order.push_back(events[k].id);
+      if (sent_order.size() > remember) {
+        sent.erase(sent_order.front());
+        sent_order.pop_front();
+      }
+    }
+    // The sink's failure classes (docs/consumers.md, "Failure classes"): unavailable pauses the
+    // consumer (no attempt); refused (failed) is an attempt. An event held back behind an
+    // unavailable one in the same call is not an attempt either.
+    bool down = false;
+    for (const auto& r : results) down = down || r.status == DeliveryResult::Status::unavailable;
+    for (std::size_t k = 0; k < results.size() && k < index.size(); ++k) {
+      const auto& r = results[k];
+      const std::size_t i = index[k];
+      std::string why = r.error.empty() ? "not delivered" : r.error;
+      switch (r.status) {
+        case DeliveryResult::Status::delivered:
+          break;
+        case DeliveryResult::Status::unavailable:
+          batch.unavailable(i, std::string(sink.name()) + ": " + why, r.retry_after);
+          break;
+        case DeliveryResult::Status::skipped:
+          if (down) {
+            batch.unavailable(i, std::string(sink.name()) + ": " + why);
+            break;
+          }
+          [[fallthrough]];
+        case DeliveryResult::Status::failed:
+          batch.fail(i, why);
+          break;
+      }
+    }
   };
   try {
     consumer_->run(deliver);
@@ -257,7 +304,7 @@ std::string consume_summary(const ConsumerCounters& c) {
          ", duplicates " + std::to_string(c.duplicates) + ", failed attempts " +
          std::to_string(c.failures) + ", parked " + std::to_string(c.parked) + ", retried " +
          std::to_string(c.retried) + " (batches " + std::to_string(c.batches) + ", errors " +
-         std::to_string(c.errors) + ")";
+         std::to_string(c.errors) + ", pauses " + std::to_string(c.pauses) + ")";
 }
 
 Runner add_consume_command(CLI::App& root) {

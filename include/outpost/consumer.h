@@ -24,6 +24,11 @@
 // Operators list, retry and discard them (CheckpointStore below, `outpost consumers`). Retry
 // attempt counts live in memory: a restart begins counting again.
 //
+// Outages are not failures: a destination that is down (batch.unavailable(i), UnavailableError)
+// pauses the consumer without counting attempts, and a log or checkpoint store that fails
+// (a connection lost, a disk full, a lock held) is retried with backoff, never fatal (without
+// until_idle). docs/consumers.md, "Failure classes".
+//
 // Thread safety: a Consumer runs on one thread; stop() may be called from any thread. A
 // CheckpointStore object is used by one thread at a time (one connection).
 
@@ -38,6 +43,7 @@
 #include <vector>
 
 #include "outpost/event.h"
+#include "outpost/relay.h"
 #include "outpost/tx.h"
 
 namespace outpost {
@@ -194,6 +200,20 @@ class ConsumerBatch {
   // order is lost.
   void fail(std::size_t i, std::string error) { failures_.emplace_back(i, std::move(error)); }
   const std::vector<std::pair<std::size_t, std::string>>& failures() const { return failures_; }
+  // Message i was not handled because its destination is down or busy, not refusing it (a
+  // sink's DeliveryResult::unavailable; throwing UnavailableError says the same for the whole
+  // batch). No attempt is counted and nothing is parked: the consumer pauses, waits (at least
+  // `retry_after`), probes with one message and resumes once that one is handled
+  // (docs/consumers.md, "Failure classes"). The others commit, as with fail().
+  void unavailable(std::size_t i, std::string why, Duration retry_after = Duration{0}) {
+    unavailable_.push_back({i, std::move(why), retry_after});
+  }
+  struct Unavailable {
+    std::size_t index;
+    std::string why;
+    Duration retry_after;
+  };
+  const std::vector<Unavailable>& unavailable() const { return unavailable_; }
 
  private:
   std::span<const Message> messages_;
@@ -201,6 +221,7 @@ class ConsumerBatch {
   int attempt_;
   std::size_t duplicates_;
   std::vector<std::pair<std::size_t, std::string>> failures_;
+  std::vector<Unavailable> unavailable_;
 };
 
 using ConsumerHandler = std::function<void(ConsumerBatch& batch)>;
@@ -208,11 +229,15 @@ using ConsumerHandler = std::function<void(ConsumerBatch& batch)>;
 struct ConsumerOptions {
   std::string group;  // required: names the checkpoint, the inbox consumer and dead letters
   std::size_t batch_size = 100;  // messages per read and transaction (>= 1)
-  int max_attempts = 5;          // tries before parking, the first included (>= 1)
-  Duration backoff_base{100};    // first retry waits up to this (full jitter)
-  Duration backoff_max{60'000};  // cap on any retry delay
-  bool ordered = true;           // later messages of a parked key are parked behind it
-  Duration poll{500};            // longest wait for new messages per read
+  // Refused handling (fail(), an ordinary exception): tries before parking, the first included
+  // (>= 1), with full-jitter backoff between them. The relay's schedule (RelayOptions), so a
+  // consumer's retries span hours as the relay's do; a message being retried holds the group
+  // (docs/consumers.md, "Failure classes"). A destination that is unavailable spends none.
+  int max_attempts = RelayOptions{}.max_attempts;
+  Duration backoff_base = RelayOptions{}.backoff_base;  // first retry waits up to this
+  Duration backoff_max = RelayOptions{}.backoff_max;    // cap on any retry delay and probe wait
+  bool ordered = true;  // later messages of a parked key are parked behind it
+  Duration poll{500};   // longest wait for new messages per read
   // > 0: run() returns once no message came for this long (and no retry is pending). Failed
   // reads and commits (outages) do not count as progress: when the last attempt failed and no
   // message came for this long, run() throws that error instead of retrying on.
@@ -221,8 +246,10 @@ struct ConsumerOptions {
   // Errors the consumer survives (source/store outages; it backs off and retries) and failed
   // handling attempts. Must not throw.
   std::function<void(const std::string&)> on_error;
-  // Transitions an operator should see once, not per message: a log rotation followed, a log
-  // truncated in place (warning). Must not throw; may be called from the read-ahead thread.
+  // Transitions an operator should see once, not per message (warning: something is wrong now
+  // or may have cost messages): a log rotation followed, a log truncated in place (warning);
+  // the destination down (warning) and back; the log or checkpoint store failing (warning) and
+  // working again. Must not throw; may be called from the read-ahead thread.
   std::function<void(const std::string&, bool warning)> on_notice;
   // Test hook: called just before each commit that carries handler effects.
   std::function<void()> before_commit;
@@ -237,6 +264,10 @@ struct ConsumerCounters {
   std::uint64_t parked = 0;      // moved to dead letters
   std::uint64_t retried = 0;     // dead letters handled after an operator's retry
   std::uint64_t errors = 0;      // source/store errors survived
+  // Messages whose destination was unavailable (not attempts), and the pauses that began.
+  std::uint64_t unavailable = 0;
+  std::uint64_t pauses = 0;
+  bool paused = false;  // the destination is down now: waiting to probe it
 };
 
 class Consumer {

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "consume/checkpoint_store.h"
@@ -24,6 +26,13 @@ using consume::SqlTx;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
+
+// The pause of an unavailable destination (docs/consumers.md, "Failure classes"), the relay's
+// numbers (docs/relay.md, "Pauses"): the first probe after 500 ms, then doubling up to 30 s, or
+// backoff_max when that is smaller (but not below 10 ms); Retry-After honoured within that cap.
+constexpr Duration kProbeFirst{500};
+constexpr Duration kProbeCap{30'000};
+constexpr Duration kProbeFloor{10};
 
 InboxOptions inbox_options(const CheckpointStore& store, const ConsumerOptions& o) {
   InboxOptions io;
@@ -62,6 +71,18 @@ struct Consumer::Impl {
   SteadyClock::time_point next_purge{};
   std::set<std::string> held;           // keys with a parked message (ordered mode)
   consume::ReadAhead* ahead = nullptr;  // set while run() reads ahead
+  // When messages last came (run() sets it): with until_idle, an outage that lasts longer since
+  // then ends run().
+  SteadyClock::time_point last_progress = SteadyClock::now();
+
+  // The destination's pause (consumer thread only; counters.paused mirrors `down`).
+  struct Pause {
+    bool down = false;
+    SteadyClock::time_point since{};
+    Duration step{0}, wait{0};
+    int probes = 0;
+    std::string why;
+  } dest;
 
   template <class F>
   void count(F&& f) {
@@ -74,6 +95,74 @@ struct Consumer::Impl {
   }
   void report(const std::string& m) {
     if (options.on_error) options.on_error(m);
+  }
+  void notice(const std::string& m, bool warning) {
+    if (!options.on_notice) return;
+    try {
+      options.on_notice("group '" + options.group + "': " + m, warning);
+    } catch (...) {  // must not throw; a logging failure must not stop consuming
+    }
+  }
+
+  // ---- the destination's pause (docs/consumers.md, "Failure classes") ----------------------
+  Duration probe_cap() const { return std::clamp(options.backoff_max, kProbeFloor, kProbeCap); }
+
+  // A message found the destination down or busy: pause (or stay paused, the next probe further
+  // off). Said once per outage.
+  void destination_unavailable(const std::string& why, Duration retry_after) {
+    const bool was_down = dest.down;
+    dest.step =
+        was_down ? std::min(probe_cap(), dest.step * 2) : std::min(kProbeFirst, probe_cap());
+    Duration wait = std::min(probe_cap(), std::max(dest.step, retry_after));
+    // A little jitter, so that consumers paused by one outage do not probe in lockstep.
+    thread_local std::mt19937 rng{std::random_device{}()};
+    std::uniform_int_distribution<std::int64_t> jitter(0, wait.count() / 10);
+    dest.wait = wait + Duration{jitter(rng)};
+    if (was_down) return;
+    dest.down = true;
+    dest.since = SteadyClock::now();
+    dest.probes = 0;
+    dest.why = why;
+    count([](auto& c) {
+      ++c.pauses;
+      c.paused = true;
+    });
+    notice("destination down since " + format_rfc3339(outpost::now()) + ": " + why +
+               "; its messages wait (no attempt counted, nothing parked); probing with one "
+               "message in " +
+               std::to_string(wait.count()) + " ms, then backing off to every " +
+               std::to_string(probe_cap().count()) + " ms",
+           true);
+  }
+
+  // The destination answered (handled or refused a message): the pause, if any, ends.
+  void destination_answered() {
+    if (!dest.down) return;
+    dest.down = false;
+    count([](auto& c) { c.paused = false; });
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f",
+                  std::chrono::duration<double>(SteadyClock::now() - dest.since).count());
+    notice("destination back after " + std::string(took) + " s (" + std::to_string(dest.probes) +
+               (dest.probes == 1 ? " probe" : " probes") + "); consuming again",
+           false);
+  }
+
+  // While the destination is down: waits out the probe backoff. False when stopping. With
+  // until_idle, a pause that outlasts it ends run() with the outage (UnavailableError).
+  bool wait_probe() {
+    Duration wait = dest.wait;
+    if (const Duration idle = options.until_idle; idle.count() > 0) {
+      auto left = std::chrono::duration_cast<Duration>(idle - (SteadyClock::now() - last_progress));
+      if (left.count() <= 0)
+        throw UnavailableError("the destination has been unavailable for longer than until_idle (" +
+                                   std::to_string(idle.count()) + " ms): " + dest.why,
+                               Duration{0}, "destination");
+      wait = std::min(wait, left);
+    }
+    if (!pause(wait)) return false;
+    ++dest.probes;
+    return true;
   }
   // Waits `d` unless stop() comes first; false when stopping.
   bool pause(Duration d) {
@@ -136,7 +225,22 @@ struct Consumer::Impl {
     bool threw = false;
     std::string error;               // the handler's exception text when threw
     std::vector<std::size_t> retry;  // indexes to try again
+    // The destination was unavailable for some message (or the handler threw UnavailableError):
+    // `why`, and the longest Retry-After asked for.
+    bool unavailable = false;
+    std::string why;
+    Duration retry_after{0};
+    bool answered = false;  // the destination handled or refused at least one message
   };
+
+  void note(const TxOutcome& r) {
+    if (r.unavailable) {
+      destination_unavailable(r.why, r.retry_after);
+    } else if (r.answered) {
+      last_progress = SteadyClock::now();  // for until_idle: the destination answers again
+      destination_answered();
+    }
+  }
 
   // Parks msgs[i] in `tx` (its id stays recorded in the inbox, so a duplicate is skipped).
   void park(const SqlTx& tx, const Message& m, int attempts, const std::string& error) {
@@ -187,6 +291,7 @@ struct Consumer::Impl {
       }
 
       std::vector<std::pair<std::size_t, std::string>> failures;
+      std::set<std::size_t> down;  // indexes the destination was unavailable for
       if (!work.empty() || !duplicate.empty()) {
         std::vector<Message> copy;
         std::span<const Message> view(msgs);
@@ -199,19 +304,31 @@ struct Consumer::Impl {
         ConsumerBatch batch(view, tx.handle(), tries, duplicate.size());
         try {
           handler(batch);
+        } catch (const UnavailableError& e) {
+          out.threw = out.unavailable = true;
+          out.error = out.why = e.what();
+          out.retry_after = e.retry_after();
         } catch (const std::exception& e) {
-          out.threw = true;
+          out.threw = out.answered = true;
           out.error = e.what();
         } catch (...) {
-          out.threw = true;
+          out.threw = out.answered = true;
           out.error = "unknown exception";
         }
         if (out.threw) {
           store.conn->rollback();
+          if (out.unavailable) count([&](auto& c) { c.unavailable += work.size(); });
           return out;
         }
+        for (const auto& u : batch.unavailable())
+          if (u.index < work.size() && down.insert(work[u.index]).second) {
+            if (out.why.empty()) out.why = u.why;
+            out.retry_after = std::max(out.retry_after, u.retry_after);
+          }
+        out.unavailable = !down.empty();
         for (auto& [k, why] : batch.failures())
-          if (k < work.size()) failures.emplace_back(work[k], why);
+          if (k < work.size() && !down.count(work[k])) failures.emplace_back(work[k], why);
+        out.answered = work.size() > down.size();
       }
 
       std::vector<EventId> forget;
@@ -232,12 +349,19 @@ struct Consumer::Impl {
           if (!msgs[i].event.id.is_nil()) forget.push_back(msgs[i].event.id);
         }
       }
+      // Not an attempt: taken again after the pause, in log order with the failed ones.
+      for (std::size_t i : down) {
+        out.retry.push_back(i);
+        if (!msgs[i].event.id.is_nil()) forget.push_back(msgs[i].event.id);
+      }
+      std::sort(out.retry.begin(), out.retry.end());
       inbox.forget(forget, tx.handle());
       if (out.retry.empty()) save(tx, checkpoint);
       commit(tx);
-      std::size_t done = work.size() - failures.size();
+      std::size_t done = work.size() - failures.size() - down.size();
       count([&](auto& c) {
         c.handled += done;
+        c.unavailable += down.size();
         ++c.batches;
       });
     } catch (...) {
@@ -252,9 +376,15 @@ struct Consumer::Impl {
   bool settle_one(const std::vector<Message>& msgs, std::size_t i, std::vector<int>& attempts,
                   const ConsumerHandler& handler) {
     for (;;) {
-      if (attempts[i] > 0 && !pause(backoff(attempts[i]))) return false;
+      if (dest.down) {
+        if (!wait_probe()) return false;  // this message is the probe
+      } else if (attempts[i] > 0 && !pause(backoff(attempts[i]))) {
+        return false;
+      }
       if (stop_requested()) return false;
       auto r = attempt(msgs, {i}, attempts, handler, msgs[i].position);
+      note(r);
+      if (r.unavailable) continue;  // no attempt counted
       if (!r.threw) {
         if (r.retry.empty()) return true;
         continue;
@@ -280,8 +410,9 @@ struct Consumer::Impl {
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
     const std::string end = msgs.back().position;
     auto first = attempt(msgs, all, attempts, handler, end);
+    note(first);
     if (!first.threw && first.retry.empty()) return;
-    if (first.threw)
+    if (first.threw && !first.unavailable)
       report("group '" + options.group + "': batch of " + std::to_string(msgs.size()) +
              " failed (" + first.error + "); handling its messages one by one");
     // After a throw nothing of the batch committed: every message goes again, one at a time.
@@ -308,20 +439,33 @@ struct Consumer::Impl {
         continue;
       }
       for (int tries = 1;; ++tries) {
+        if (dest.down && !wait_probe()) return;  // the destination is down: this one probes
         std::string error = m.parse_error;
         bool ok = false;
+        TxOutcome r;
         SqlTx tx = store.begin();
         try {
           if (error.empty()) {
             ConsumerBatch batch(one, tx.handle(), tries);
             try {
               handler(batch);
-              if (!batch.failures().empty()) error = batch.failures()[0].second;
+              if (!batch.unavailable().empty()) {
+                r.unavailable = true;
+                r.why = batch.unavailable()[0].why;
+                r.retry_after = batch.unavailable()[0].retry_after;
+              } else if (!batch.failures().empty()) {
+                error = batch.failures()[0].second;
+              }
+            } catch (const UnavailableError& e) {
+              r.unavailable = true;
+              r.why = e.what();
+              r.retry_after = e.retry_after();
             } catch (const std::exception& e) {
               error = e.what();
             }
+            r.answered = !r.unavailable;
           }
-          if (error.empty()) {
+          if (error.empty() && !r.unavailable) {
             store.remove_dead(tx, row.id);
             commit(tx);
             ok = true;
@@ -331,6 +475,12 @@ struct Consumer::Impl {
         } catch (...) {
           store.conn->rollback();
           throw;
+        }
+        note(r);
+        if (r.unavailable) {  // not an attempt: the same try again after the pause
+          count([](auto& c) { ++c.unavailable; });
+          --tries;
+          continue;
         }
         if (ok) {
           count([](auto& c) { ++c.retried, ++c.handled; });
@@ -407,11 +557,21 @@ void Consumer::run(const ConsumerHandler& handler) {
       impl.ahead = nullptr;
     }
   } settle{*impl_, ahead};
-  auto last_message = SteadyClock::now();
+  auto& last_message = impl_->last_progress;
+  last_message = SteadyClock::now();
   int errors_in_a_row = 0;
+  SteadyClock::time_point failing_since{};
   while (!impl_->stop_requested()) {
     try {
       std::size_t n = ahead ? impl_->run_once_ahead(handler, *ahead) : impl_->run_once(handler);
+      if (errors_in_a_row > 0) {
+        char took[32];
+        std::snprintf(took, sizeof took, "%.1f",
+                      std::chrono::duration<double>(SteadyClock::now() - failing_since).count());
+        impl_->notice("the log and the checkpoint store work again after " + std::string(took) +
+                          " s (" + std::to_string(errors_in_a_row) + " failed tries)",
+                      false);
+      }
       errors_in_a_row = 0;
       if (n > 0) {
         last_message = SteadyClock::now();
@@ -421,17 +581,26 @@ void Consumer::run(const ConsumerHandler& handler) {
       }
     } catch (const Error& e) {
       if (!e.retryable()) throw;
-      // Source or store outage: back off and try again (the batch replays from the checkpoint).
+      const bool destination = dynamic_cast<const UnavailableError*>(&e) != nullptr;
+      // Source or store outage (a lost connection, a full disk, a lock held too long): back off
+      // and try again (the batch replays from the checkpoint), never fatal.
       impl_->count([](auto& c) { ++c.errors; });
       Duration delay = backoff_delay(++errors_in_a_row, Duration(100), Duration(5000));
       // until_idle counts time without a message, failed attempts included: an outage (an
-      // unreachable source or store) that outlasts it ends run() with its error instead of
-      // retrying forever; a shorter one is survived as before.
+      // unreachable source or store, a destination that stays down) that outlasts it ends run()
+      // with its error instead of retrying forever; a shorter one is survived as before.
       if (const Duration idle = impl_->options.until_idle; idle.count() > 0) {
         auto left =
             std::chrono::duration_cast<Duration>(idle - (SteadyClock::now() - last_message));
         if (left.count() <= 0) throw;
         delay = std::min(delay, left);
+      }
+      if (errors_in_a_row == 1 && !destination) {
+        failing_since = SteadyClock::now();
+        impl_->notice(std::string(e.what()) +
+                          ": retrying with backoff (up to 5 s apart) until it works; the batch "
+                          "in flight is read again",
+                      true);
       }
       impl_->report("group '" + impl_->options.group + "': " + e.what() + " (retrying)");
       if (ahead) ahead->quiesce();  // a batch read ahead is read again after the re-seek

@@ -22,7 +22,11 @@ struct ResultDeleter {
 };
 using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
 
-// The one mapping of libpq failures to outpost errors for the consuming side.
+// The one mapping of libpq failures to outpost errors for the consuming side, with the outbox
+// store's classes (src/stores/postgres/pg_conn.cpp): a connection lost or refused and a server
+// shutting down are retryable; here also what a server that is short of resources says (class
+// 53: disk full, out of memory, too many connections; 58030 I/O error), which the consumer
+// retries with backoff instead of ending (docs/consumers.md, "Failure classes").
 [[noreturn]] void fail(PGconn* conn, const PGresult* res, std::string_view what) {
   std::string state, message;
   if (res) {
@@ -32,7 +36,8 @@ using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
   if (message.empty()) message = trim(PQerrorMessage(conn));
   std::string text = std::string(what) + " on PostgreSQL: " + message;
   if (PQstatus(conn) != CONNECTION_OK || state.empty() || state.starts_with("08") ||
-      state.starts_with("57P"))
+      state.starts_with("57P") || state == "53000" || state == "53100" || state == "53200" ||
+      state == "53300" || state == "58030")
     throw ConnectionError("postgres", text, state);
   if (state == "23505") throw Error(ErrorCode::conflict, "postgres", text, state);
   if (state == "57014" || state == "40001" || state == "40P01" || state == "55P03")

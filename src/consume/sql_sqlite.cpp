@@ -15,16 +15,33 @@
 namespace outpost::consume {
 namespace {
 
+// The same classes as the outbox store's mapping (src/stores/sqlite/sqlite_conn.cpp), so an
+// outage is retried on both sides alike: a lock held too long, an I/O error, a full disk, a
+// file that cannot be opened or written now are retryable (the consumer backs off and tries
+// again; docs/consumers.md, "Failure classes"); a file that is not a database is not.
 [[noreturn]] void fail(sqlite3* db, int rc, std::string_view what) {
   std::string text = std::string(what) + ": " + sqlite3_errmsg(db);
-  int primary = rc & 0xff;
-  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
-    throw TimeoutError("sqlite", text + " (the database stayed locked by another connection)");
-  if (primary == SQLITE_CANTOPEN || primary == SQLITE_IOERR)
-    throw ConnectionError("sqlite", text, std::to_string(rc));
-  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT)
-    throw Error(ErrorCode::corrupt, "sqlite", text, std::to_string(rc));
-  throw Error(ErrorCode::backend, "sqlite", text, std::to_string(rc));
+  const std::string code = std::to_string(rc);
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw TimeoutError("sqlite", text + " (the database stayed locked by another connection)");
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+      throw ConnectionError("sqlite", text, code);
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+      throw Error(ErrorCode::corrupt, "sqlite", text, code);
+    case SQLITE_CONSTRAINT:
+      throw Error(ErrorCode::conflict, "sqlite", text, code);
+    case SQLITE_TOOBIG:
+      throw Error(ErrorCode::too_large, "sqlite", text, code);
+    default:
+      throw Error(ErrorCode::backend, "sqlite", text, code);
+  }
 }
 
 struct StmtDeleter {

@@ -381,6 +381,49 @@ TEST_P(ConsumerTest, AThrowingHandlerIsNarrowedToTheMessageThatThrows) {
   EXPECT_EQ(dead[0].error, "boom");
 }
 
+// A destination that is down (UnavailableError, batch.unavailable()) pauses the consumer: no
+// attempt counted, nothing parked, what was handled commits, and once the destination answers
+// every message is handled once, in order. Before: UnavailableError was an ordinary exception
+// (an attempt), so with max_attempts 3 the messages were parked.
+TEST_P(ConsumerTest, AnUnavailableDestinationPausesWithoutAttemptsOrDeadLetters) {
+  append(make(20));
+  int outage = 8;  // handler calls that meet the outage
+  ConsumerHandler h = [&, inner = recorder()](ConsumerBatch& b) {
+    if (b.size() > 0 && outage > 0) {
+      if (outage-- % 2 == 0) throw UnavailableError("down", Duration{0}, "test");
+      // Busy after the first message: that one is handled, the rest wait.
+      for (std::size_t i = 1; i < b.size(); ++i) b.unavailable(i, "busy");
+      ConsumerBatch first(b.messages().subspan(0, 1), b.tx(), b.attempt());
+      inner(first);
+      return;
+    }
+    inner(b);
+  };
+  auto o = options();
+  o.until_idle = 1s;  // not to end the run between the outage's probes on a slow machine
+  run(o, h);
+  auto fx = effects();
+  EXPECT_EQ(fx.size(), 20u);
+  for (auto& [id, n] : fx) EXPECT_EQ(n, 1) << id;
+  EXPECT_TRUE(store_->dead("g1", 10).empty());
+  EXPECT_EQ(last_.failures, 0u);
+  EXPECT_EQ(last_.parked, 0u);
+  EXPECT_GE(last_.pauses, 1u);
+  EXPECT_GT(last_.unavailable, 0u);
+  EXPECT_FALSE(last_.paused);
+
+  // Down for good: with until_idle the run ends with the outage; still nothing parked.
+  append(make(3));
+  auto source = open_source("file:" + log_);
+  Consumer c(*source, *store_, options());
+  EXPECT_THROW(c.run([](ConsumerBatch& b) {
+    if (b.size() > 0) throw UnavailableError("down for good");
+  }),
+               UnavailableError);
+  EXPECT_EQ(c.counters().failures, 0u);
+  EXPECT_TRUE(store_->dead("g1", 10).empty());
+}
+
 TEST_P(ConsumerTest, AGroupIsBoundToTheLogItReads) {
   append(make(2));
   run(options(), recorder());
