@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli_process.h"
+#include "refusing_webhook.h"
 #include "server_process.h"
 
 namespace outpost::testing {
@@ -161,31 +162,6 @@ TEST_F(CliTest, RelayUntilEmptyDeliversEverythingToTheFileSink) {
   EXPECT_EQ(s["leased"], 0);
   EXPECT_EQ(s["dead"], 0);
 }
-
-// A webhook on 127.0.0.1 that refuses every event (422): refusals are attempts, so they end in
-// the dead letters. (One that is down is an outage instead, which dead-letters nothing.)
-class RefusingWebhook {
- public:
-  RefusingWebhook() {
-    server_.Post(".*", [](const httplib::Request&, httplib::Response& res) {
-      res.status = 422;
-      res.set_content("no such account", "text/plain");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i) std::this_thread::sleep_for(1ms);
-  }
-  ~RefusingWebhook() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 TEST_F(CliTest, DeadLettersCanBeListedRetriedAndDiscarded) {
   auto ids = emit_n(3, "");

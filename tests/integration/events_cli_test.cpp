@@ -21,6 +21,7 @@
 #include "cli_process.h"
 #include "hanging_webhook.h"
 #include "outpost/event.h"
+#include "refusing_webhook.h"
 #include "store_cases.h"
 
 namespace outpost::testing {
@@ -33,35 +34,6 @@ std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
-
-// A webhook that refuses every event: 422 on /unprocessable, 400 on /bad, so dead letters get
-// two different last errors ("HTTP 422", "HTTP 400"). Refusals are failures of the event, not
-// an unavailable sink (docs/sinks_file_http.md), so --max-attempts 1 dead-letters at once.
-class RefusingWebhook {
- public:
-  RefusingWebhook() {
-    server_.Post("/unprocessable",
-                 [](const httplib::Request&, httplib::Response& res) { res.status = 422; });
-    server_.Post("/bad", [](const httplib::Request&, httplib::Response& res) { res.status = 400; });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // httplib's stop() before the listening loop started is lost and join() would wait forever
-    // (a test that skips destroys the webhook at once).
-    while (!server_.is_running()) std::this_thread::sleep_for(1ms);
-  }
-  ~RefusingWebhook() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 // Polls `done` until it holds or `timeout` passes (generous: the machine may be loaded).
 bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout,
