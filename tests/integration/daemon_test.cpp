@@ -70,6 +70,33 @@ void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
+// A webhook that refuses every event (HTTP 400): its deliveries fail and count as attempts, up
+// to dead letters, where a port nobody listens on is `unavailable` (no attempt is counted and
+// nothing is dead-lettered: docs/relay.md).
+class RefusingHook {
+ public:
+  RefusingHook() {
+    server_.Post(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 400;
+      res.set_content("refused", "text/plain");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~RefusingHook() {
+    server_.stop();
+    thread_.join();
+  }
+  RefusingHook(const RefusingHook&) = delete;
+  RefusingHook& operator=(const RefusingHook&) = delete;
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 class DaemonTest : public ::testing::Test {
  protected:
   std::string config(const std::string& orders_batch, const std::string& extra = "") {
@@ -78,7 +105,8 @@ class DaemonTest : public ::testing::Test {
            dir_ / "a.db" + "\"\n" + "sink = \"file:" + dir_ / "a.jsonl" +
            "\"\nbatch = " + orders_batch + "\n\n" +
            "[[relay]]\nname = \"failing\"\nstore = \"sqlite:" + dir_ / "b.db" + "\"\n" +
-           "sink = \"http://127.0.0.1:1/hook\"\nmax_attempts = 2\nbackoff_base_ms = 10\n"
+           "sink = \"" + hook_.url() +
+           "\"\nmax_attempts = 2\nbackoff_base_ms = 10\n"
            "backoff_max_ms = 20\nquiet = true\n" +
            extra;
   }
@@ -110,6 +138,7 @@ class DaemonTest : public ::testing::Test {
     return all;
   }
   TempDir dir_;
+  RefusingHook hook_;
 };
 
 TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
@@ -275,9 +304,8 @@ TEST_F(DaemonTest, JsonLogsAreOneObjectPerLineAndUntilEmptyPipelinesEnd) {
                     "{\"card\":\"4111-secret-payload\"}"});
   ASSERT_EQ(r.code, 0) << r.err;
   auto file = dir_ / "j.toml";
-  write_file(file,
-             "[[relay]]\nname = \"once\"\nstore = \"sqlite:" + db +
-                 "\"\nsink = \"http://127.0.0.1:1/x\"\nmax_attempts = 1\nuntil_empty = true\n");
+  write_file(file, "[[relay]]\nname = \"once\"\nstore = \"sqlite:" + db + "\"\nsink = \"" +
+                       hook_.url() + "\"\nmax_attempts = 1\nuntil_empty = true\n");
   r = run_cli({"run", "--config", file, "--log-format", "json"});
   EXPECT_EQ(r.code, 0) << r.err;
   auto lines = lines_of(r.err);
@@ -376,7 +404,7 @@ TEST_F(DaemonTest, RelayJsonLogsAreOneObjectPerLineWithoutPayloads) {
   auto r = run_cli({"emit", "--store", "sqlite:" + dir_ / "a.db", "--type", "t", "--payload",
                     "{\"card\":\"4111-secret-payload\"}"});
   ASSERT_EQ(r.code, 0) << r.err;
-  r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink", "http://127.0.0.1:1/x",
+  r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink", hook_.url(),
                "--max-attempts", "1", "--until-empty", "--log-format", "json"});
   EXPECT_EQ(r.code, 0) << r.err;
   auto lines = lines_of(r.err);
