@@ -101,6 +101,11 @@ class TimedSink final : public Sink {
     return timed(events, [&] { return inner_.deliver_bounded(events, control); });
   }
   void close() override { inner_.close(); }
+  // The relay asks after every batch whether the sink is gone for good (Sink::closed): a
+  // wrapper that answered the default "no" kept a pipeline whose pipe reader went away failing
+  // and dead-lettering under `run`, where `relay` stops and releases. Every virtual of Sink is
+  // forwarded: name, deliver, deliver_bounded, close, closed.
+  std::string closed() const override { return inner_.closed(); }
 
  private:
   template <typename F>

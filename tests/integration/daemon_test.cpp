@@ -734,4 +734,40 @@ TEST_F(DaemonDefectTest, APipeWhoseReaderWentAwayDoesNotKillTheDaemon) {
 }
 #endif
 
+// Defect 3: the daemon's instrumentation wrapper did not forward Sink::closed(), so a pipeline
+// whose sink is gone for good (the reader of its pipe went away) went on failing deliveries,
+// counting attempts until its events were dead letters, instead of stopping and releasing them
+// as `outpost relay` does. The other pipeline keeps running.
+TEST_F(DaemonDefectTest, APipelineWhoseSinkIsGoneForGoodStopsAndReleasesItsEvents) {
+  const std::string fifo = dir_ / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  auto file = dir_ / "closed.toml";
+  write_file(file, "[[relay]]\nname = \"piped\"\nstore = \"sqlite:" + dir_ / "a.db" +
+                       "\"\nsink = \"file:" + fifo +
+                       "\"\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 20\n\n"
+                       "[[relay]]\nname = \"other\"\nstore = \"memory:\"\nsink = \"file:" +
+                       dir_ / "b.jsonl" + "\"\n");
+  emit(dir_ / "a.db", 1);
+  auto log = dir_ / "run.log";
+  CliProcess daemon({"run", "--config", file}, log);
+  std::string piped;
+  ASSERT_TRUE(eventually([&] { return drain(reader, piped) >= 1; })) << read_file(log);
+  ::close(reader);
+  emit(dir_ / "a.db", 1);
+  EXPECT_TRUE(eventually([&] {
+    return read_file(log).find("[piped] stopped by an error") != std::string::npos;
+  })) << read_file(log);
+  EXPECT_NE(read_file(log).find("the reader of the pipe went away"), std::string::npos)
+      << read_file(log);
+  EXPECT_EQ(daemon.wait(0ms), -1) << "the other pipeline keeps the daemon running";
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(60s), 0) << read_file(log);
+  // The event was released, not tried until dead.
+  auto r = run_cli({"events", "--store", "sqlite:" + dir_ / "a.db", "stats", "--json"});
+  EXPECT_NE(r.out.find("\"dead\":0"), std::string::npos) << r.all();
+  EXPECT_NE(r.out.find("\"pending\":1"), std::string::npos) << r.all();
+}
+
 }  // namespace
