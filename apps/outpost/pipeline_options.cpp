@@ -33,4 +33,13 @@ std::unique_ptr<Store> open_relay_store(const PipelineConfig& c) {
   return store;
 }
 
+RelayEnds open_relay_ends(const PipelineConfig& c) {
+  check_store_url(c.store);
+  check_sink_url(c.sink);
+  RelayEnds ends;
+  ends.sink = open_sink(c.sink, sink_options(c));
+  ends.store = open_relay_store(c);
+  return ends;
+}
+
 }  // namespace outpost::cli

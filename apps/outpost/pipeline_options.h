@@ -22,4 +22,14 @@ SinkOptions sink_options(const PipelineConfig& c);
 // forever. Once running, a store that goes away is retried with backoff, on every store.
 std::unique_ptr<Store> open_relay_store(const PipelineConfig& c);
 
+// A relay pipeline's two ends, opened in the one order of `outpost relay` and every [[relay]] of
+// `outpost run`: both URLs checked first (nothing opened), then the sink (which checks the rest
+// of its URL before it creates or connects anything), the store last, so a usage error leaves no
+// SQLite file or table behind.
+struct RelayEnds {
+  std::unique_ptr<Sink> sink;
+  std::unique_ptr<Store> store;
+};
+RelayEnds open_relay_ends(const PipelineConfig& c);
+
 }  // namespace outpost::cli

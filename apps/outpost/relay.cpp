@@ -39,12 +39,10 @@ int run_relay(const RelayArgs& a, const std::string& log_format) {
       !e.empty())
     throw ConfigError(e);
   // Usage errors before anything is opened: a bad flag or URL must leave no SQLite file or
-  // PostgreSQL table behind. The store's URL is checked without opening it; a sink checks its URL
-  // before it creates or connects anything, so the sink opens first and the store last.
+  // PostgreSQL table behind. Both URLs are checked without opening anything, then the sink opens
+  // and the store last (open_relay_ends, shared with every [[relay]] of `outpost run`).
   if (!a.metrics.empty()) resolve_listen_address(a.metrics, "--metrics");
-  check_store_url(a.store);
-  auto sink = open_sink(a.sink, sink_options(a));
-  auto store = open_relay_store(a);
+  auto [sink, store] = open_relay_ends(a);
 
   RelayOptions options = relay_options(a);
   options.on_error = error_log("", a.quiet);

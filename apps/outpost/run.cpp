@@ -126,9 +126,11 @@ class Pipeline {
 // [[relay]]: store -> relay -> sink, measured by the instrument.h decorators.
 class RelayPipeline final : public Pipeline {
  public:
+  // Sink first, store last, as `outpost relay` (pipeline_options.h).
   explicit RelayPipeline(const PipelineConfig& config) : Pipeline(config) {
-    store_ = open_relay_store(config);
-    sink_ = open_sink(config.sink, sink_options(config));
+    auto ends = open_relay_ends(config);
+    sink_ = std::move(ends.sink);
+    store_ = std::move(ends.store);
     sink_name_ = std::string(sink_->name());
     timed_store_ = instrument_store(*store_, metrics_);
     timed_sink_ = instrument_sink(*sink_, metrics_);

@@ -25,10 +25,14 @@ std::unique_ptr<Sink> open_sink(std::string_view url, const SinkOptions& options
 // Checks a store URL the way open_store would (supported scheme, path, every parameter) without
 // opening, creating or connecting to anything: the CLI calls it before it opens anything, so a
 // usage error leaves no file or table behind. Throws the ConfigError open_store would; a scheme
-// registered without a checker is checked for its scheme only. (Sinks need no such call: every
-// sink checks its whole URL before it creates or connects anything, so the CLI opens the sink
-// before the store.)
+// registered without a checker is checked for its scheme only. Every sink also checks its whole
+// URL before it creates or connects anything, so the CLI opens the sink before the store.
 void check_store_url(std::string_view url);
+// The same for a sink URL, for a program that checks several pipelines before it opens any of
+// them (`outpost run`, `outpost check`): the scheme, and the parse-only half of the sink's opener
+// where one is registered (the file sink: the URL, and that the file's directory exists). What
+// cannot be known without connecting (a broker that is down) is found when the sink opens.
+void check_sink_url(std::string_view url);
 
 // Registered schemes, lowercase, without the colon; built-in ones in a fixed order (the
 // embedded default first), others after them in registration order.
@@ -43,7 +47,8 @@ std::vector<std::string> sink_schemes();
 using StoreOpener = std::unique_ptr<Store> (*)(std::string_view url, const StoreOptions& options);
 using StoreChecker = void (*)(std::string_view url);
 using SinkOpener = std::unique_ptr<Sink> (*)(std::string_view url, const SinkOptions& options);
+using SinkChecker = void (*)(std::string_view url);
 void register_store_scheme(std::string_view scheme, StoreOpener open, StoreChecker check = nullptr);
-void register_sink_scheme(std::string_view scheme, SinkOpener open);
+void register_sink_scheme(std::string_view scheme, SinkOpener open, SinkChecker check = nullptr);
 
 }  // namespace outpost

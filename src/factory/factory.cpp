@@ -94,6 +94,12 @@ Registry<StoreChecker>& store_checkers() {
   return registry;
 }
 
+// The parse-only half of the sink openers that have one (check_sink_url).
+Registry<SinkChecker>& sink_checkers() {
+  static Registry<SinkChecker> registry;
+  return registry;
+}
+
 template <typename Opener>
 [[noreturn]] void unsupported_scheme(const char* what, const Registry<Opener>& registry,
                                      const std::string& scheme) {
@@ -119,14 +125,21 @@ void register_store_scheme(std::string_view scheme, StoreOpener open, StoreCheck
   stores().add(scheme, open);
   store_checkers().add(scheme, check);  // a null one replaces an earlier checker too
 }
-void register_sink_scheme(std::string_view scheme, SinkOpener open) {
+void register_sink_scheme(std::string_view scheme, SinkOpener open, SinkChecker check) {
   sinks().add(scheme, open);
+  sink_checkers().add(scheme, check);
 }
 
 void check_store_url(std::string_view url) {
   std::string scheme = scheme_of(url);
   if (scheme.empty() || !stores().find(scheme)) unsupported_scheme("store", stores(), scheme);
   if (StoreChecker check = store_checkers().find(scheme)) check(url);
+}
+
+void check_sink_url(std::string_view url) {
+  std::string scheme = scheme_of(url);
+  if (scheme.empty() || !sinks().find(scheme)) unsupported_scheme("sink", sinks(), scheme);
+  if (SinkChecker check = sink_checkers().find(scheme)) check(url);
 }
 
 std::unique_ptr<Store> open_store(std::string_view url, const StoreOptions& options) {

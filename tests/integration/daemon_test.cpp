@@ -689,6 +689,30 @@ class DaemonDefectTest : public ::testing::Test {
   TempDir dir_;
 };
 
+// Defect 2: a [[relay]] whose sink cannot be opened (its directory does not exist). `run` opened
+// the store first (leaving the SQLite file behind) and named the table's line; `check` said the
+// file was fine. Now every URL is checked before anything opens, `check` and `run` fail alike
+// naming the sink key's line, and nothing is created, not even by the pipelines before it.
+TEST_F(DaemonDefectTest, ASinkThatCannotOpenIsAUsageErrorNamingItsLineAndNothingIsCreated) {
+  auto file = dir_ / "sink.toml";
+  write_file(file, "[[relay]]\nname = \"good\"\nstore = \"sqlite:" + dir_ / "good.db" +
+                       "\"\nsink = \"file:" + dir_ / "good.jsonl" +
+                       "\"\n\n[[relay]]\nname = \"x\"\nstore = \"sqlite:" + dir_ / "x.db" +
+                       "\"\nsink = \"file:/no/such/dir/x\"\n");
+  const std::string expected = file +
+                               ":9: [[relay]] 'x': key 'sink': file sink: cannot open "
+                               "'/no/such/dir/x': No such file or directory (directory "
+                               "'/no/such/dir' does not exist)";
+  auto check = run_cli({"check", "--config", file});
+  EXPECT_EQ(check.code, 2) << check.all();
+  EXPECT_NE(check.err.find(expected), std::string::npos) << check.all();
+  auto run = run_cli({"run", "--config", file});
+  EXPECT_EQ(run.code, 2) << run.all();
+  EXPECT_NE(run.err.find(expected), std::string::npos) << run.all();
+  for (const char* name : {"x.db", "good.db", "good.jsonl"})
+    EXPECT_FALSE(std::filesystem::exists(dir_ / name)) << name << " created: " << run.all();
+}
+
 #ifdef OUTPOST_TEST_HAVE_CONSUME
 // Defect 1: a relay's file sink is a named pipe whose reader goes away. The write gets EPIPE;
 // without SIGPIPE ignored by the whole process (main(), every command) the daemon died of it

@@ -27,5 +27,8 @@ namespace outpost {
 // Throws ConfigError for a malformed URL or a directory that does not exist / is not writable,
 // ConnectionError for other open failures; both name the path.
 std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& options = {});
+// The parse-only half of open_file_sink (check_sink_url): throws the ConfigError it would for a
+// malformed URL or a directory that does not exist, and creates nothing.
+void check_file_sink_url(std::string_view url);
 
 }  // namespace outpost

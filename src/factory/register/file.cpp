@@ -9,7 +9,7 @@ extern "C" void outpost_register_file() {}
 
 namespace {
 [[maybe_unused]] const bool registered = [] {
-  outpost::register_sink_scheme("file", &outpost::open_file_sink);
+  outpost::register_sink_scheme("file", &outpost::open_file_sink, &outpost::check_file_sink_url);
   return true;
 }();
 }  // namespace

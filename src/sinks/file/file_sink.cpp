@@ -251,15 +251,39 @@ class FileSink final : public Sink {
 
 }  // namespace
 
-std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& /*options*/) {
+namespace {
+// The path of a file: URL (file:PATH, file:///PATH, file://localhost/PATH); throws ConfigError.
+std::string file_sink_path(std::string_view url) {
   auto u = core::Url::parse(url);
   if (u.scheme() != "file")
     throw ConfigError("bad URL '" + u.redacted() + "': scheme '" + u.scheme() + "' is not file:");
-  std::string path = u.local_path();  // file:PATH, file:///PATH, file://localhost/PATH
+  std::string path = u.local_path();
   if (path.empty() || path == "/")
     throw ConfigError("bad URL '" + u.redacted() + "': file: needs a path, e.g. file:out.jsonl");
   u.reject_unknown();
-  return std::make_unique<FileSink>(std::move(path));
+  return path;
+}
+}  // namespace
+
+std::unique_ptr<Sink> open_file_sink(std::string_view url, const SinkOptions& /*options*/) {
+  return std::make_unique<FileSink>(file_sink_path(url));
+}
+
+void check_file_sink_url(std::string_view url) {
+  std::string path = file_sink_path(url);
+  if (path == "-") return;
+  // Worded as open_or_throw() words the same failure, so `check` and `run` say one thing.
+  std::string dir = parent_dir(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT)
+      throw ConfigError("file sink: cannot open '" + path + "': " + errno_text(ENOENT) +
+                            " (directory '" + dir + "' does not exist)",
+                        "file");
+    return;  // anything else is for the open to find and word
+  }
+  if (!S_ISDIR(st.st_mode))
+    throw ConfigError("file sink: cannot open '" + path + "': " + errno_text(ENOTDIR), "file");
 }
 
 }  // namespace outpost
