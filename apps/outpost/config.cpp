@@ -163,10 +163,15 @@ class TableReader {
   }
   std::string where_table() const { return at(file_, table_) + context_; }
 
+  // A required key that is missing is reported by reject_unknown(), after any unknown key: a
+  // misspelt `sinkk` is first of all a key this table does not have.
+  void require(const std::string& key) {
+    if (!find(key)) missing_.push_back(key);
+  }
   void string(const std::string& key, std::string& out, bool required = false) {
     const Value* v = find(key);
     if (!v) {
-      if (required) fail(where_table(), "key '" + key + "' is required");
+      if (required) missing_.push_back(key);
       return;
     }
     if (!v->is_string())
@@ -192,26 +197,70 @@ class TableReader {
       fail(where(*v, key), std::string("must be true or false, got ") + type_name(*v));
     out = v->as_boolean();
   }
-  // Every key not read is an error; `hint` may explain a known one.
+  // Every key not read is an error, reported first on a line of its own with the known key it
+  // is closest to (or `hint`'s word on it), then each required key that is missing, one a line.
   void reject_unknown(const std::function<std::string(const std::string&)>& hint) {
     std::vector<std::pair<std::uint_least32_t, std::string>> unknown;
     for (const auto& [key, v] : table_.as_table())
       if (!seen_.count(key)) unknown.emplace_back(v.location().line(), key);
-    if (unknown.empty()) return;
-    std::sort(unknown.begin(), unknown.end());
-    const auto& [line, key] = unknown.front();
-    std::string why = hint ? hint(key) : "";
-    fail(file_ + ":" + std::to_string(line) + ": " + context_,
-         "unknown key '" + key + "'" + (why.empty() ? "" : ": " + why));
+    std::string text;
+    if (!unknown.empty()) {
+      std::sort(unknown.begin(), unknown.end());
+      const auto& [line, key] = unknown.front();
+      std::string why = hint ? hint(key) : "";
+      std::string guess = why.empty() ? nearest_key(key) : "";
+      text = file_ + ":" + std::to_string(line) + ": " + context_ + "unknown key '" + key + "'" +
+             (!why.empty()     ? ": " + why
+              : !guess.empty() ? " (did you mean '" + guess + "'?)"
+                               : "");
+    }
+    for (const auto& key : missing_)
+      text += (text.empty() ? "" : "\n") + where_table() + "key '" + key + "' is required";
+    if (!text.empty()) throw ConfigError(text);
   }
 
  private:
+  // The key of this table nearest to `key` by edit distance, if it is near enough to be a typo
+  // of it (one edit, two for longer keys); empty otherwise.
+  std::string nearest_key(const std::string& key) const {
+    const std::size_t limit = key.size() >= 6 ? 2 : 1;
+    std::string best;
+    std::size_t best_distance = limit + 1;
+    for (const auto& known : seen_) {
+      std::size_t d = edit_distance(key, known);
+      if (d < best_distance) best_distance = d, best = known;
+    }
+    return best;
+  }
+  // Optimal string alignment distance: insertions, deletions, substitutions and transpositions
+  // of neighbours ('btach' is one edit from 'batch').
+  static std::size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i)
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    return d[a.size()][b.size()];
+  }
+
   const std::string& file_;
   const Value& table_;
   std::string context_;
   const EnvLookup& env_;
   std::set<std::string> seen_;
+  std::vector<std::string> missing_;  // required keys not found, in the order they were read
 };
+
+// "[[relay]] 'orders': ", or "[[relay]] #2: " before the table's name is known.
+std::string table_context(const std::string& kind, std::size_t index, const std::string& name) {
+  return "[[" + kind + "]] " + (name.empty() ? "#" + std::to_string(index + 1) : "'" + name + "'") +
+         ": ";
+}
 
 bool valid_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
@@ -241,15 +290,16 @@ void check_scheme(const std::string& where, const std::string& url, const char* 
            " in the " + what + " URL; this build supports " + list);
 }
 
-// The required, valid `name` of a [[kind]] table (messages before it is known say "#N").
+// The valid `name` of a [[kind]] table, or empty when it has none (the table's reader reports
+// that, after any unknown key).
 std::string read_name(const std::string& file, const Value& table, const std::string& kind,
                       std::size_t index, const EnvLookup& env) {
   std::string name;
-  std::string context = "[[" + kind + "]] #" + std::to_string(index + 1) + ": ";
-  TableReader probe(file, table, context, env);
-  probe.string("name", name, true);
+  TableReader probe(file, table, table_context(kind, index, ""), env);
+  if (!probe.find("name")) return name;
+  probe.string("name", name);
   if (!valid_name(name))
-    fail(at(file, table) + context,
+    fail(at(file, table) + table_context(kind, index, ""),
          "key 'name': '" + name + "' must be 1-64 characters of A-Z a-z 0-9 _ - .");
   return name;
 }
@@ -271,8 +321,9 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   PipelineConfig p;
   p.line = static_cast<int>(table.location().line());
   p.name = read_name(file, table, "relay", index, env);
-  TableReader r(file, table, "[[relay]] '" + p.name + "': ", env);
-  r.find("name");
+  const std::string context = table_context("relay", index, p.name);
+  TableReader r(file, table, context, env);
+  r.require("name");
   // The same limits as the flags of `outpost relay` (relay.cpp).
   r.string("store", p.store, true);
   r.string("sink", p.sink, true);
@@ -290,7 +341,7 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   r.boolean("quiet", p.quiet);
   r.reject_unknown(pipeline_key_hint);
   if (auto e = backoff_key_error(p.backoff_base_ms, p.backoff_max_ms); !e.empty())
-    fail(at(file, table) + "[[relay]] '" + p.name + "': ", e);
+    fail(at(file, table) + context, e);
   const Value& store = table.as_table().at("store");
   const Value& sink = table.as_table().at("sink");
   check_scheme(r.where(store, "store"), p.store, "store", store_schemes());
@@ -316,9 +367,9 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
   ConsumeConfig c;
   c.line = static_cast<int>(table.location().line());
   c.name = read_name(file, table, "consume", index, env);
-  std::string context = "[[consume]] '" + c.name + "': ";
+  const std::string context = table_context("consume", index, c.name);
   TableReader r(file, table, context, env);
-  r.find("name");
+  r.require("name");
   // The same limits as the flags of `outpost consume` (consume.cpp).
   ConsumeArgs& a = c.args;
   r.string("from", a.from, true);

@@ -713,6 +713,47 @@ TEST_F(DaemonDefectTest, ASinkThatCannotOpenIsAUsageErrorNamingItsLineAndNothing
     EXPECT_FALSE(std::filesystem::exists(dir_ / name)) << name << " created: " << run.all();
 }
 
+// Defect 4: a misspelt key was reported as the key it stands for being missing, at the table's
+// line. The unknown key comes first on its own line with the nearest known key, then what is
+// missing.
+TEST_F(DaemonDefectTest, AMisspeltKeyIsNamedWithTheKeyItProbablyMeans) {
+  auto file = dir_ / "typo.toml";
+  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsinkk = \"file:-\"\n");
+  auto r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2) << r.all();
+  const std::string unknown =
+      file + ":4: [[relay]] 'x': unknown key 'sinkk' (did you mean 'sink'?)";
+  const std::string missing = file + ":1: [[relay]] 'x': key 'sink' is required";
+  auto u = r.err.find(unknown), m = r.err.find(missing);
+  ASSERT_NE(u, std::string::npos) << r.err;
+  ASSERT_NE(m, std::string::npos) << r.err;
+  EXPECT_LT(u, m) << r.err;
+  EXPECT_EQ(r.err[u + unknown.size()], '\n') << "each on its own line: " << r.err;
+  // A typo of an optional key is only unknown; a key far from every known one gets no guess.
+  write_file(file,
+             "[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\nbtach = 5\n"
+             "zzzzzz = 1\n");
+  r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find(file + ":5: [[relay]] 'x': unknown key 'btach' (did you mean 'batch'?)"),
+            std::string::npos)
+      << r.err;
+  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\nzzzzzz = 1\n");
+  r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find(file + ":5: [[relay]] 'x': unknown key 'zzzzzz'\n"), std::string::npos)
+      << r.err;
+  // [http] too.
+  write_file(file,
+             "[http]\nlisten = \"127.0.0.1:0\"\nadmin_tokn = \"t\"\n\n[[relay]]\n"
+             "name = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\n");
+  r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find(file + ":3: [http]: unknown key 'admin_tokn' (did you mean 'admin_token'?)"),
+            std::string::npos)
+      << r.err;
+}
+
 #ifdef OUTPOST_TEST_HAVE_CONSUME
 // Defect 1: a relay's file sink is a named pipe whose reader goes away. The write gets EPIPE;
 // without SIGPIPE ignored by the whole process (main(), every command) the daemon died of it
