@@ -190,6 +190,18 @@ class TableReader {
                                std::to_string(n));
     out = static_cast<Int>(n);
   }
+  void strings(const std::string& key, std::vector<std::string>& out) {
+    const Value* v = find(key);
+    if (!v) return;
+    if (!v->is_array())
+      fail(where(*v, key), std::string("must be an array of strings, got ") + type_name(*v));
+    for (const auto& item : v->as_array()) {
+      if (!item.is_string())
+        fail(where(item, key),
+             std::string("must be an array of strings, got ") + type_name(item) + " in it");
+      out.push_back(expand_env(item.as_string().str, where(item, key), env_));
+    }
+  }
   void boolean(const std::string& key, bool& out) {
     const Value* v = find(key);
     if (!v) return;
@@ -502,7 +514,14 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
     TableReader r(file, *http, "[http]: ", env);
     r.string("listen", config.http.listen);
     r.string("admin_token", config.http.admin_token);
+    r.strings("allowed_hosts", config.http.allowed_hosts);
     r.reject_unknown(nullptr);
+    for (const auto& host : config.http.allowed_hosts)
+      if (host.empty() ||
+          host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789.-:[]*") != std::string::npos)
+        fail(r.where(http->as_table().at("allowed_hosts"), "allowed_hosts"),
+             "'" + host + "' is not a host name (letters, digits, '.', '-'; an IP address; or *)");
     if (!config.http.listen.empty()) {
       // The syntax rule of --metrics too (listen_address.h); the name resolves at run/check.
       try {

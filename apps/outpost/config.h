@@ -11,6 +11,7 @@
 //   [http]
 //   listen = "127.0.0.1:9100"          # /metrics, /healthz, /readyz; none: no HTTP server
 //   admin_token = "${OUTPOST_ADMIN_TOKEN}"
+//   allowed_hosts = ["outpost.internal"]  # Host names served besides listen's (and localhost)
 //   [[relay]]
 //   name = "orders"                    # required, unique, [A-Za-z0-9_.-]{1,64}
 //   store = "sqlite:/var/lib/outpost/app.db"
@@ -93,6 +94,10 @@ using AnyPipelineConfig = std::variant<PipelineConfig, ConsumeConfig>;
 struct HttpConfig {
   std::string listen;       // HOST:PORT; empty: no HTTP server
   std::string admin_token;  // empty: read-only endpoints
+  // Host names the HTTP server answers to besides its listen address and, for a loopback
+  // listen address, localhost: a proxy's or DNS name (docs/operations.md, "HTTP endpoints"). "*"
+  // answers any (no protection against DNS rebinding).
+  std::vector<std::string> allowed_hosts;
 };
 
 struct DaemonConfig {

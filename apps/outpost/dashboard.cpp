@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "dashboard_html.h"  // kDashboardHtml, generated from dashboard.html at build time
 #include "event_state_json.h"
+#include "log.h"
 #include "metrics.h"
 #include "outpost/json.h"
 
@@ -161,6 +162,12 @@ int refuse_mutation(const httplib::Request& req, const std::string& token, std::
   return 0;
 }
 
+// Every mutation is logged with its pipeline, what it asked (ids or filter), its outcome and
+// who asked (docs/operations.md, "The operator dashboard").
+void audit(const httplib::Request& req, const std::string& pipeline, const std::string& what) {
+  log("dashboard: " + what + " (from " + req.remote_addr + ")", pipeline);
+}
+
 void mutate(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
             bool retry) {
   std::string why;
@@ -172,6 +179,7 @@ void mutate(PipelineSource& source, const httplib::Request& req, httplib::Respon
   const PipelineView* p = find(views, body["pipeline"].get<std::string>());
   if (!p || !p->store) return error(res, 404, "no such pipeline");
   std::vector<EventId> ids;
+  std::string what;  // for the log: "3 id(s)" or "by filter {...}"
   if (body.contains("ids")) {
     if (!body["ids"].is_array()) return error(res, 400, "\"ids\" must be an array");
     for (const auto& v : body["ids"]) {
@@ -179,8 +187,10 @@ void mutate(PipelineSource& source, const httplib::Request& req, httplib::Respon
       if (!id) return error(res, 400, "\"ids\" must hold event ids (UUIDs)");
       ids.push_back(*id);
     }
+    what = std::to_string(ids.size()) + " id(s)";
   } else if (body.contains("filter") && body["filter"].is_object() && body.contains("expect") &&
              body["expect"].is_number_unsigned()) {
+    what = "by filter " + body["filter"].dump(-1, ' ', false, json::error_handler_t::replace);
     Filter f{body["filter"].value("type", ""), body["filter"].value("key", ""),
              body["filter"].value("error", "")};
     auto found = matching(*p->store, f, kMaxDead);
@@ -197,8 +207,12 @@ void mutate(PipelineSource& source, const httplib::Request& req, httplib::Respon
   }
   try {
     std::size_t n = retry ? p->store->retry(ids) : p->store->discard(ids);
+    audit(req, p->name,
+          std::string(retry ? "retry " : "discard ") + what + ": " +
+              (retry ? "retried " : "discarded ") + std::to_string(n));
     reply(res, 200, json{{retry ? "retried" : "discarded", n}});
   } catch (const std::exception& e) {
+    audit(req, p->name, std::string(retry ? "retry " : "discard ") + what + " failed: " + e.what());
     error(res, 502, e.what());
   }
 }
@@ -225,15 +239,28 @@ void consumer_mutate(PipelineSource& source, const httplib::Request& req, httpli
     else
       return error(res, 400, "\"ids\" must hold dead-letter row ids or event ids");
   }
+  const std::string what = std::string("consumer dead letters: ") +
+                           (retry ? "retry " : "discard ") + std::to_string(ids.size()) + " id(s)";
   try {
     std::size_t n = retry ? p->consumer->retry(ids) : p->consumer->discard(ids);
+    audit(req, p->name, what + ": " + (retry ? "retried " : "discarded ") + std::to_string(n));
     reply(res, 200, json{{retry ? "retried" : "discarded", n}});
   } catch (const std::exception& e) {
+    audit(req, p->name, what + " failed: " + e.what());
     error(res, 502, e.what());
   }
 }
 
 }  // namespace
+
+bool refuse_before_body(const httplib::Request& req, httplib::Response& res, PipelineSource& source,
+                        std::string& why) {
+  if (req.method != "POST" || req.path.rfind("/api/", 0) != 0) return false;
+  int status = refuse_mutation(req, source.admin_token(), why);
+  if (status == 0) return false;
+  error(res, status, why);
+  return true;
+}
 
 void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
   server.Get("/", [](const httplib::Request&, httplib::Response& res) {

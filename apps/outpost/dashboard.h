@@ -20,13 +20,23 @@
 // sent, is same-origin/none; Content-Type application/json, which a cross-site form cannot send
 // without a CORS preflight this server never grants).
 
+#include <string>
+
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace outpost::cli {
 
 class PipelineSource;
 void add_dashboard_routes(httplib::Server& server, PipelineSource& source);
+// The mutation guard above for a POST to /api/..., run before its body is read (the server's
+// pre-routing handler): true when it is refused, with the reply written to `res` and the reason
+// in `why`. Each mutation that passes is logged by its route (pipeline, ids or filter, count,
+// remote address).
+bool refuse_before_body(const httplib::Request& req, httplib::Response& res, PipelineSource& source,
+                        std::string& why);
 
 }  // namespace outpost::cli

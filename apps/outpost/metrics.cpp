@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 
+#include <atomic>
+#include <cctype>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +13,8 @@
 
 #include "cli.h"
 #include "dashboard.h"
+#include "error_log.h"
+#include "log.h"
 #include "outpost/error.h"
 
 namespace outpost::cli {
@@ -20,6 +24,51 @@ namespace {
 // The relay calls the store at least every poll interval (1 s) and renews leases every lease/3;
 // a consumer reads its log at least every poll (500 ms) and calls the sink on every attempt.
 constexpr std::chrono::seconds kLoopStuckAfter{120};
+
+// The server's budget (docs/operations.md, "HTTP endpoints"): requests are small (a mutation's
+// body is a pipeline name and a list of ids or a filter), and probes and scrapes must answer
+// while a few clients are slow or hostile. A connection holds one of kThreads while it is read;
+// each read waits at most kReadTimeout for the next bytes.
+constexpr std::size_t kMaxBody = 1 << 20;  // 1 MiB
+constexpr std::size_t kThreads = 32;
+constexpr std::chrono::seconds kReadTimeout{3};
+constexpr std::chrono::seconds kKeepAlive{2};
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "name" of "name:port", "[v6]:port", "name" or "[v6]", lowercased, brackets removed.
+std::string host_name(const std::string& host) {
+  if (!host.empty() && host.front() == '[') {
+    auto close = host.find(']');
+    return close == std::string::npos ? std::string() : lowercase(host.substr(1, close - 1));
+  }
+  auto colon = host.find(':');
+  if (colon != std::string::npos && host.find(':', colon + 1) != std::string::npos)
+    return lowercase(host);  // a bare IPv6 address (listen hosts are written so)
+  return lowercase(host.substr(0, colon));
+}
+
+bool is_ip_literal(const std::string& name) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, name.c_str(), buf) == 1 || inet_pton(AF_INET6, name.c_str(), buf) == 1;
+}
+
+bool is_loopback(const std::string& name) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, name.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return name == "::1" || name == "localhost";
+}
+
+// Refusals are logged, thinned out as delivery errors are (error_log.h): an attacker's flood
+// must not flood the log.
+void log_refusal(const std::string& what) {
+  static std::atomic<std::uint64_t> refusals{0};
+  auto n = refusals.fetch_add(1) + 1;
+  if (error_is_printed(n)) log(what + errors_so_far(n), "", spdlog::level::warn);
+}
 
 std::string number(double v) {
   char buf[64];
@@ -313,6 +362,20 @@ Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_do
   return r;
 }
 
+bool host_allowed(const std::string& host_header, const std::string& listen_host,
+                  const std::vector<std::string>& allowed) {
+  const std::string name = host_name(host_header);
+  if (name.empty()) return false;
+  for (const auto& a : allowed)
+    if (a == "*" || host_name(a) == name) return true;
+  const std::string listen = host_name(listen_host);
+  if (name == listen) return true;
+  if (listen.empty() || listen == "0.0.0.0" || listen == "::")
+    return is_ip_literal(name) || name == "localhost";
+  if (is_loopback(listen)) return name == "localhost" || name == "127.0.0.1" || name == "::1";
+  return false;
+}
+
 struct MetricsServer::Impl {
   std::unique_ptr<PipelineSource> owned;
   httplib::Server server;
@@ -340,7 +403,37 @@ void MetricsServer::start(const std::string& addr, PipelineSource& source,
                           const std::string& flag) {
   auto [host, port] = parse_listen_address(addr, flag);
 
-  impl_->server.Get("/metrics", [&source](const httplib::Request&, httplib::Response& res) {
+  httplib::Server& server = impl_->server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
+  server.set_read_timeout(kReadTimeout);
+  server.set_write_timeout(kReadTimeout);
+  server.set_keep_alive_timeout(kKeepAlive.count());
+  server.set_payload_max_length(kMaxBody);
+  // Before any route and before a body is read: the Host rule, then a mutation's guard (token,
+  // same origin), so an unauthenticated POST is answered without reading what it sends.
+  server.set_pre_routing_handler(
+      [&source, host](const httplib::Request& req, httplib::Response& res) {
+        const std::string requested = req.get_header_value("Host");
+        if (!host_allowed(requested, host, source.allowed_hosts())) {
+          log_refusal("http: refused " + req.method + " " + req.path + " from " + req.remote_addr +
+                      ": Host '" + requested +
+                      "' is not this server's (add it to [http] allowed_hosts if it is)");
+          res.status = 403;
+          res.set_header("Connection", "close");
+          res.set_content("{\"error\":\"Host not allowed\"}", "application/json");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        std::string refusal;
+        if (refuse_before_body(req, res, source, refusal)) {
+          log_refusal("dashboard: refused " + req.method + " " + req.path + " from " +
+                      req.remote_addr + ": " + std::to_string(res.status) + " " + refusal);
+          res.set_header("Connection", "close");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
+
+  server.Get("/metrics", [&source](const httplib::Request&, httplib::Response& res) {
     res.set_content(redact(metrics_text(source.pipelines())), "text/plain; version=0.0.4");
   });
   // Liveness: the process answers; draining is still alive (a restart would lose the drain).

@@ -8,7 +8,12 @@
 //   /readyz   readiness: 200, or 503 with a JSON body naming each failing check (store
 //             connected, sink delivering, loop alive, shutting down) per pipeline.
 //   /         the operator dashboard and its /api/... (dashboard.h).
-// One small cpp-httplib server on its own thread, 127.0.0.1 unless told otherwise.
+// One small cpp-httplib server on its own thread, 127.0.0.1 unless told otherwise, hardened for a
+// port an operator's browser can reach (docs/operations.md, "HTTP endpoints"): a request whose
+// Host is not the listen address, localhost (loopback) or an allowed name is refused (DNS
+// rebinding); bodies are bounded and a mutation's token is checked before its body is read; a
+// bounded pool of connections with read timeouts keeps /healthz answering beside slow clients.
+// Refusals are logged (thinned out like delivery errors).
 
 #include <cstdint>
 #include <memory>
@@ -70,6 +75,8 @@ class PipelineSource {
   virtual bool shutting_down() const = 0;
   // The dashboard's admin token; empty: read-only (dashboard.h).
   virtual std::string admin_token() const { return {}; }
+  // Host names served besides the listen address and localhost ([http] allowed_hosts).
+  virtual std::vector<std::string> allowed_hosts() const { return {}; }
 };
 
 // The one pipeline of `outpost relay`, named "relay" (no histograms); `relay` and `store` must
@@ -103,5 +110,17 @@ struct Readiness {
   std::string json;  // {"ready":bool,"failing":[{"pipeline":..,"check":..,"error":..}]}
 };
 Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_down);
+// Whether a request's Host header names this server: `listen_host` (the host of HOST:PORT),
+// localhost names when that is a loopback address, any IP address when it is a wildcard one
+// (0.0.0.0, ::), or one of `allowed` ("*": any). The port is not compared: a rebinding page
+// differs in its name. Exposed for tests.
+bool host_allowed(const std::string& host_header, const std::string& listen_host,
+                  const std::vector<std::string>& allowed);
+// Why the pipeline's sink looks down (its last batch failed as a whole), or empty: detail for
+// /readyz and /api/overview.
+// Hook: once RelayCounters carries the relay's own view of its sink (the relay engineer's
+// sink_down / sink_down_since: an unavailable sink is paused and probed, so the relay knows it is
+// back even while the pipeline is idle), a relay pipeline's answer comes from there instead.
+std::string sink_down_reason(const PipelineView& p);
 
 }  // namespace outpost::cli

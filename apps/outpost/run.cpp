@@ -309,6 +309,7 @@ class Daemon final : public PipelineSource {
       config_.relays = next.relays;
       config_.consumers = next.consumers;
       config_.http.admin_token = next.http.admin_token;
+      config_.http.allowed_hosts = next.http.allowed_hosts;
     }
     auto list = [](const std::vector<std::string>& v) {
       std::string out;
@@ -335,6 +336,10 @@ class Daemon final : public PipelineSource {
   std::string admin_token() const override {
     std::lock_guard lock(mu_);
     return config_.http.admin_token;
+  }
+  std::vector<std::string> allowed_hosts() const override {
+    std::lock_guard lock(mu_);
+    return config_.http.allowed_hosts;
   }
   std::size_t size() const {
     std::lock_guard lock(mu_);

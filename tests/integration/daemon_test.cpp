@@ -836,3 +836,260 @@ TEST_F(DaemonDefectTest, APipelineWhoseSinkIsGoneForGoodStopsAndReleasesItsEvent
 }
 
 }  // namespace
+
+// Issue 18, defects 5 and 6: readiness and the HTTP server's hardening.
+namespace {
+
+using namespace outpost::testing;
+using namespace std::chrono_literals;
+
+// One raw HTTP exchange on 127.0.0.1:port: sends `request`, returns what came back until the
+// server closed or `timeout` passed (tests of what a browser or httplib::Client would not send).
+std::string raw_http(int port, const std::string& request, std::chrono::seconds timeout = 20s) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) {
+      // A complete response without a body length is read until close; one with
+      // Content-Length is complete once that much body arrived.
+      auto head_end = out.find("\r\n\r\n");
+      if (head_end == std::string::npos) continue;
+      std::smatch m;
+      std::string head = out.substr(0, head_end);
+      if (std::regex_search(head, m, std::regex("Content-Length: (\\d+)", std::regex::icase)) &&
+          out.size() >= head_end + 4 + std::stoul(m[1]))
+        break;
+      continue;
+    }
+    char buf[4096];
+    auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, std::size_t(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+int status_of(const std::string& response) {
+  if (response.rfind("HTTP/1.1 ", 0) != 0 || response.size() < 12) return -1;
+  return std::stoi(response.substr(9, 3));
+}
+
+class DaemonHttpTest : public ::testing::Test {
+ protected:
+  // Starts `outpost run` on `text` (which listens on 127.0.0.1:0) and returns its port.
+  int start(const std::string& text) {
+    file_ = dir_ / "http.toml";
+    write_file(file_, text);
+    log_ = dir_ / "run.log";
+    daemon_ =
+        std::make_unique<CliProcess>(std::vector<std::string>{"run", "--config", file_}, log_);
+    std::smatch m;
+    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
+    std::string all;
+    for (int i = 0; i < 3000 && !std::regex_search(all, m, re); ++i) {
+      std::this_thread::sleep_for(10ms);
+      all = read_file(log_);
+    }
+    return std::regex_search(all, m, re) ? std::stoi(m[1]) : -1;
+  }
+  void emit(const std::string& db, int n, const std::string& type = "t") {
+    for (int i = 0; i < n; ++i) {
+      auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", type, "--key",
+                        "k" + std::to_string(i), "--payload", "{}"});
+      ASSERT_EQ(r.code, 0) << r.err;
+    }
+  }
+  std::string relay(const std::string& name, const std::string& store, const std::string& sink,
+                    const std::string& more = "") {
+    return "\n[[relay]]\nname = \"" + name + "\"\nstore = \"" + store + "\"\nsink = \"" + sink +
+           "\"\n" + more;
+  }
+  std::string log() const { return read_file(log_); }
+  TempDir dir_;
+  std::string file_, log_;
+  std::unique_ptr<CliProcess> daemon_;
+};
+
+// Defect 6, Host header: only the listen address, localhost names (loopback) and [http]
+// allowed_hosts are served; anything else (a DNS-rebinding page's own name) is refused.
+TEST_F(DaemonHttpTest, ARequestForAnotherHostIsRefused) {
+  const std::string pipelines = relay("orders", "memory:", "file:" + dir_ / "a.jsonl");
+  int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" + pipelines);
+  ASSERT_GT(port, 0) << log();
+  auto get = [&](const std::string& host) {
+    return raw_http(
+        port, "GET /api/overview HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+  };
+  const std::string p = std::to_string(port);
+  for (const auto& host : {"127.0.0.1:" + p, "localhost:" + p, "LOCALHOST:" + p, "[::1]:" + p})
+    EXPECT_EQ(status_of(get(host)), 200) << host;
+  for (const auto& host : {"evil.example:" + p, std::string("evil.example"),
+                           "localhost.evil.example:" + p, "outpost.internal:" + p})
+    EXPECT_EQ(status_of(get(host)), 403) << host;
+  EXPECT_EQ(status_of(raw_http(port, "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")), 403)
+      << "no Host at all";
+  EXPECT_NE(log().find("refused GET /api/overview from 127.0.0.1: Host 'evil.example"),
+            std::string::npos)
+      << log();
+  // [http] allowed_hosts adds names (a proxy's, a DNS name), applied by a reload.
+  write_file(file_, "[http]\nlisten = \"127.0.0.1:0\"\nallowed_hosts = [\"Outpost.Internal\"]\n" +
+                        pipelines);
+  daemon_->signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] { return log().find("reloaded") != std::string::npos; })) << log();
+  EXPECT_EQ(status_of(get("outpost.internal:" + p)), 200) << log();
+  EXPECT_EQ(status_of(get("outpost.internal")), 200);
+  EXPECT_EQ(status_of(get("outpost.internal.evil:" + p)), 403);
+  EXPECT_EQ(status_of(get("evil.example:" + p)), 403);
+}
+
+// Defect 6, request bodies: bounded (413), and a mutation without the token is refused before
+// its body is read (the client sends only the headers and still gets its answer).
+TEST_F(DaemonHttpTest, BodiesAreBoundedAndTheTokenIsCheckedBeforeTheBody) {
+  int port = start("[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"tok\"\n" +
+                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+  ASSERT_GT(port, 0) << log();
+  const std::string host = "Host: 127.0.0.1:" + std::to_string(port) + "\r\n";
+  auto headers_only = [&](const std::string& auth) {
+    return raw_http(port,
+                    "POST /api/dead/retry HTTP/1.1\r\n" + host + auth +
+                        "Content-Type: application/json\r\nContent-Length: 300000000\r\n\r\n",
+                    20s);
+  };
+  auto r = headers_only("");
+  EXPECT_EQ(status_of(r), 401) << r;
+  r = headers_only("Authorization: Bearer wrong\r\n");
+  EXPECT_EQ(status_of(r), 401) << r;
+  // With the token, a body over the limit is refused as too large, unread.
+  r = headers_only("Authorization: Bearer tok\r\n");
+  EXPECT_EQ(status_of(r), 413) << r;
+  // A normal one still works.
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+  auto ok = client.Post("/api/dead/retry", {{"Authorization", "Bearer tok"}},
+                        R"({"pipeline":"orders","ids":[]})", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+// Defect 6, slow clients: 8 connections that dribble their headers a byte at a time must not
+// stop /healthz from answering (read timeouts and a larger, bounded pool of connections).
+TEST_F(DaemonHttpTest, HealthzAnswersWhileSlowClientsDribbleHeaders) {
+  int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
+                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+  ASSERT_GT(port, 0) << log();
+  std::vector<int> slow;
+  for (int i = 0; i < 8; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    slow.push_back(fd);
+  }
+  const std::string request = "GET /metrics HTTP/1.1\r\nX-Slow: ";
+  std::atomic<bool> stop{false};
+  std::thread dribble([&] {
+    // One byte per connection every second (well inside any read timeout), for at most 60 s.
+    for (std::size_t i = 0; i < 60 && !stop.load(); ++i) {
+      for (int fd : slow) ::send(fd, &request[std::min(i, request.size() - 1)], 1, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(1s);
+    }
+  });
+  std::this_thread::sleep_for(2s);  // every slow connection has been taken by the server
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+  client.set_connection_timeout(10, 0);
+  for (int i = 0; i < 3; ++i) {
+    auto res = client.Get("/healthz");
+    EXPECT_TRUE(res) << "no answer while 8 clients dribble: " << httplib::to_string(res.error());
+    if (res) {
+      EXPECT_EQ(res->status, 200);
+    }
+  }
+  stop.store(true);
+  dribble.join();
+  for (int fd : slow) ::close(fd);
+}
+
+// Defect 6, text logs: event types and webhook error bodies are written to the log; a newline
+// there forged log lines and ESC sequences reached the terminal. Control characters are escaped
+// in text logs (JSON logs escape them already).
+TEST_F(DaemonHttpTest, ControlCharactersAreEscapedInTextLogs) {
+  httplib::Server hook;
+  hook.Post("/hook", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 400;
+    res.set_content(
+        "refused\noutpost run: [orders] forged line\x1b[2J\xc2\x9b"
+        "31m end",
+        "text/plain");
+  });
+  int hook_port = hook.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { hook.listen_after_bind(); });
+  emit(dir_ / "a.db", 1);
+  auto file = dir_ / "esc.toml";
+  write_file(file, "[[relay]]\nname = \"orders\"\nstore = \"sqlite:" + dir_ / "a.db" +
+                       "\"\nsink = \"http://127.0.0.1:" + std::to_string(hook_port) +
+                       "/hook\"\nmax_attempts = 1\nuntil_empty = true\n");
+  auto r = run_cli({"run", "--config", file});
+  hook.stop();
+  serving.join();
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("refused\\noutpost run: [orders] forged line\\x1b[2J\\u009b31m end"),
+            std::string::npos)
+      << r.err;
+  for (const auto& line : lines_of(r.err))
+    EXPECT_NE(line.rfind("outpost run: [orders] forged", 0), 0u) << "a forged line: " << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("\xc2\x9b"), std::string::npos) << r.err;
+}
+
+// Defect 6, audit: each retry and discard from the dashboard is logged with the pipeline, the
+// ids or filter, the count and the remote address; so is a refused attempt.
+TEST_F(DaemonHttpTest, EveryMutationAndRefusalIsLogged) {
+  emit(dir_ / "a.db", 2, "order.created");
+  RefusingHook hook;
+  int port = start(
+      "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"tok\"\n" +
+      relay("orders", "sqlite:" + dir_ / "a.db", hook.url(), "max_attempts = 1\nquiet = true\n"));
+  ASSERT_GT(port, 0) << log();
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+  ASSERT_TRUE(eventually([&] {
+    auto r = client.Get("/api/dead?pipeline=orders");
+    return r && r->body.find("\"matching\":2") != std::string::npos;
+  })) << log();
+  auto res = client.Post("/api/dead/discard", {{"Authorization", "Bearer tok"}},
+                         R"({"pipeline":"orders","filter":{"type":"order.created"},"expect":2})",
+                         "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  res = client.Post("/api/dead/retry", {{"Authorization", "Bearer nope"}},
+                    R"({"pipeline":"orders","ids":[]})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  auto all = log();
+  EXPECT_TRUE(std::regex_search(
+      all, std::regex(R"(\[orders\] dashboard: discard by filter \{"type":"order.created"\}: )"
+                      R"(discarded 2 \(from 127\.0\.0\.1\))")))
+      << all;
+  EXPECT_TRUE(std::regex_search(
+      all, std::regex(R"(dashboard: refused POST /api/dead/retry from 127\.0\.0\.1: 401 wrong)")))
+      << all;
+  daemon_->signal(SIGTERM);
+  EXPECT_EQ(daemon_->wait(60s), 0) << log();
+}
+
+}  // namespace
