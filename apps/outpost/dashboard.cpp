@@ -278,6 +278,8 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
              {"sink", p.sink},
              {"running", p.running},
              {"failure", redact(p.failure)}};
+      if (!p.started) j["started"] = false;  // failed to start on a reload: `failure` says why
+      if (auto why = sink_down_reason(p); !why.empty()) j["sink_error"] = redact(why);
       if (p.relay) {
         auto c = p.relay->counters();
         j["delivered"] = c.delivered;

@@ -136,7 +136,8 @@ class TimedSink final : public Sink {
       m_.last_delivery_failed.store(all_failed);
       if (all_failed) {
         for (const auto& r : results)
-          if (r.status == DeliveryResult::Status::failed) {
+          if (r.status == DeliveryResult::Status::failed ||
+              r.status == DeliveryResult::Status::unavailable) {
             m_.set_last_error(r.error);
             break;
           }

@@ -324,13 +324,24 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
   return out;
 }
 
+std::string sink_down_reason(const PipelineView& p) {
+  if (p.running && p.metrics && p.metrics->last_delivery_failed.load())
+    return "the last batch failed: " + p.metrics->last_error();
+  return {};
+}
+
 Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_down) {
   nlohmann::json failing = nlohmann::json::array();
+  nlohmann::json degraded = nlohmann::json::array();
   auto fail = [&](const std::string& pipeline, const char* check, const std::string& error) {
     failing.push_back({{"pipeline", pipeline}, {"check", check}, {"error", redact(error)}});
   };
   if (shutting_down) fail("", "shutting_down", "the daemon is draining and will exit");
   for (const auto& p : pipelines) {
+    if (!p.started) {
+      fail(p.name, "started", p.failure);
+      continue;
+    }
     if (!p.running) {
       if (!p.failure.empty()) fail(p.name, "loop_alive", p.failure);
       continue;  // a pipeline that finished (until_empty) is not a failure
@@ -347,9 +358,10 @@ Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_do
       if (!s.store_error.empty()) fail(p.name, "store_connected", s.store_error);
       if (!s.source_error.empty()) fail(p.name, "source_connected", s.source_error);
     }
+    if (auto why = sink_down_reason(p); !why.empty())
+      degraded.push_back(
+          {{"pipeline", p.name}, {"check", "sink_delivering"}, {"error", redact(why)}});
     if (p.metrics) {
-      if (p.metrics->last_delivery_failed.load())
-        fail(p.name, "sink_delivering", "the last batch failed: " + p.metrics->last_error());
       if (p.metrics->delivering.load() == 0 && p.metrics->idle_for() > kLoopStuckAfter)
         fail(p.name, "loop_alive",
              "no store or sink call for " + std::to_string(p.metrics->idle_for().count() / 1000) +
@@ -358,7 +370,7 @@ Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_do
   }
   Readiness r;
   r.ready = failing.empty();
-  r.json = nlohmann::json{{"ready", r.ready}, {"failing", failing}}.dump();
+  r.json = nlohmann::json{{"ready", r.ready}, {"failing", failing}, {"degraded", degraded}}.dump();
   return r;
 }
 

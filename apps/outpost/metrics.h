@@ -64,6 +64,7 @@ struct PipelineView {
   const PipelineMetrics* metrics = nullptr;  // null: no histograms, no liveness data
   bool running = true;                       // false: run() returned (finished or failed)
   std::string failure;                       // why it is not running, if it failed
+  bool started = true;  // false: configured, but it failed to start (on a reload); `failure` why
   std::shared_ptr<const void> keepalive;
 };
 
@@ -105,9 +106,16 @@ class MetricsServer {
 
 // The Prometheus text for one scrape and the /readyz verdict (exposed for tests).
 std::string metrics_text(const std::vector<PipelineView>& pipelines);
+// Readiness says whether the daemon serves: every configured pipeline started and running (or
+// finished), its store (a consumer's checkpoint store and log) reachable, its loop not stuck, not
+// draining. A sink that is down is not unreadiness: the pipeline holds its events and delivers
+// once the sink is back, and a probe that took the daemon out of service would take the
+// dashboard with it exactly when an operator needs it; it is reported as detail ("degraded").
 struct Readiness {
   bool ready = true;
-  std::string json;  // {"ready":bool,"failing":[{"pipeline":..,"check":..,"error":..}]}
+  // {"ready":bool,"failing":[{"pipeline":..,"check":..,"error":..}],
+  //  "degraded":[{"pipeline":..,"check":"sink_delivering","error":..}]}
+  std::string json;
 };
 Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_down);
 // Whether a request's Host header names this server: `listen_host` (the host of HOST:PORT),

@@ -266,6 +266,7 @@ class Daemon final : public PipelineSource {
       log("reload: [http] listen changed to '" + next.http.listen +
           "': needs a restart (still serving on '" + config_.http.listen + "')");
     std::vector<std::string> started, restarted, stopped, unchanged, failed;
+    std::map<std::string, std::string> failures;  // name -> why it did not start
     std::map<std::string, AnyPipelineConfig> wanted;
     for (auto& p : next.pipelines()) {
       std::string name = pipeline_name(p);
@@ -301,11 +302,13 @@ class Daemon final : public PipelineSource {
         (was_running ? restarted : started).push_back(name);
       } catch (const std::exception& e) {
         failed.push_back(name);
+        failures[name] = e.what();
         log(std::string("reload: cannot start: ") + e.what(), name, spdlog::level::err);
       }
     }
     {
       std::lock_guard lock(mu_);
+      failed_ = std::move(failures);  // a later reload tries them again
       config_.relays = next.relays;
       config_.consumers = next.consumers;
       config_.http.admin_token = next.http.admin_token;
@@ -327,6 +330,16 @@ class Daemon final : public PipelineSource {
     std::lock_guard lock(mu_);
     std::vector<PipelineView> out;
     for (auto& [name, p] : pipelines_) out.push_back(p->view(p));
+    // Configured but not running since a reload could not start them: shown, with why, in
+    // /api/overview and /readyz (docs/operations.md).
+    for (const auto& [name, why] : failed_) {
+      PipelineView v;
+      v.name = name;
+      v.running = false;
+      v.started = false;
+      v.failure = "cannot start: " + why;
+      out.push_back(std::move(v));
+    }
     return out;
   }
   bool shutting_down() const override {
@@ -373,8 +386,9 @@ class Daemon final : public PipelineSource {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<Pipeline>> pipelines_;  // guarded by mu_
-  bool stopping_ = false;                                       // guarded by mu_
-  std::mutex reload_mu_;                                        // one reload at a time
+  std::map<std::string, std::string> failed_;  // guarded by mu_: failed to start on the last reload
+  bool stopping_ = false;                      // guarded by mu_
+  std::mutex reload_mu_;                       // one reload at a time
 };
 
 // SIGHUP taken on a thread of its own with sigwait (blocked everywhere, like SIGTERM).
