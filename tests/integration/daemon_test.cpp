@@ -29,6 +29,31 @@ using namespace outpost::testing;
 
 using namespace std::chrono_literals;
 
+// A webhook that answers and refuses every event (HTTP 400): refused deliveries are attempts,
+// parked after max_attempts. (A webhook that is down, port 1, is an outage: the consumer pauses
+// and parks nothing; docs/consumers.md, "Failure classes".)
+class RefusingWebhook {
+ public:
+  RefusingWebhook() {
+    server_.Post(".*", [](const httplib::Request&, httplib::Response& res) { res.status = 400; });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~RefusingWebhook() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
 // A unix datagram socket standing in for systemd's NOTIFY_SOCKET.
 class NotifySocket {
  public:
@@ -423,12 +448,14 @@ TEST_F(DaemonTest, RelayJsonLogsAreOneObjectPerLineWithoutPayloads) {
 
 #ifdef OUTPOST_TEST_HAVE_CONSUME
 // [[consume]] pipelines in the daemon beside a relay: the relay writes the log; "bridge" copies
-// it to a file, "hook" delivers to a webhook that is down (every message parked), "stuck" keeps
-// retrying its first message (nothing commits, so its lag stays the whole log). /metrics has the
-// consumer counters, lag and dead count labelled by pipeline; /readyz names the failing ones;
-// SIGHUP restarts only the changed consumer, which resumes from its checkpoint; SIGTERM drains.
+// it to a file, "hook" delivers to a webhook that refuses every event (every message parked),
+// "stuck" waits for a webhook that is down (nothing commits, so its lag stays the whole log).
+// /metrics has the consumer counters, lag and dead count labelled by pipeline; /readyz names the
+// failing ones; SIGHUP restarts only the changed consumer, which resumes from its checkpoint;
+// SIGTERM drains.
 TEST_F(DaemonTest, RunsConsumePipelinesBesideRelaysWithLagDeadReadinessAndReload) {
   emit(dir_ / "a.db", 5);
+  RefusingWebhook refusing;
   auto consumer = [&](const std::string& name, const std::string& sink, const std::string& more) {
     return "\n[[consume]]\nname = \"" + name + "\"\nfrom = \"file:" + dir_ / "log.jsonl" +
            "\"\ngroup = \"" + name + "\"\ncheckpoint = \"sqlite:" + dir_ / "c.db" +
@@ -438,7 +465,7 @@ TEST_F(DaemonTest, RunsConsumePipelinesBesideRelaysWithLagDeadReadinessAndReload
     return "[http]\nlisten = \"127.0.0.1:0\"\n\n[[relay]]\nname = \"orders\"\nstore = \"sqlite:" +
            dir_ / "a.db" + "\"\nsink = \"file:" + dir_ / "log.jsonl" + "\"\n" +
            consumer("bridge", "file:" + dir_ / "copy.jsonl", "batch = " + bridge_batch + "\n") +
-           consumer("hook", "http://127.0.0.1:1/hook",
+           consumer("hook", refusing.url("/hook"),
                     "max_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 20\nquiet = true\n") +
            consumer("stuck", "http://127.0.0.1:1/hook",
                     "max_attempts = 1000000\nbackoff_base_ms = 100\nbackoff_max_ms = 200\n"
@@ -637,8 +664,9 @@ TEST_F(DaemonTest, ConsumeJsonLogsAreOneObjectPerLineWithoutPayloads) {
   r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink",
                "file:" + dir_ / "log.jsonl", "--until-empty"});
   ASSERT_EQ(r.code, 0) << r.err;
+  RefusingWebhook refusing;
   r = run_cli({"consume", "--from", "file:" + dir_ / "log.jsonl", "--group", "g", "--checkpoint",
-               "sqlite:" + dir_ / "c.db", "--sink", "http://127.0.0.1:1/x", "--max-attempts", "1",
+               "sqlite:" + dir_ / "c.db", "--sink", refusing.url("/x"), "--max-attempts", "1",
                "--until-idle", "300", "--log-format", "json"});
   EXPECT_EQ(r.code, 0) << r.err;
   auto lines = lines_of(r.err);
