@@ -14,6 +14,7 @@
 
 #include "cli_process.h"
 #include "hanging_webhook.h"
+#include "refusing_webhook.h"
 #include "server_process.h"
 
 namespace outpost::testing {
@@ -143,8 +144,10 @@ class SqliteCliTest : public ::testing::Test {
 
 TEST_F(SqliteCliTest, AFailingKeyDoesNotStopOtherKeys) {
   a1_ = emit("A");
-  // A1 fails (nothing listens there) and its retry is minutes away.
-  std::string refused = "http://127.0.0.1:" + std::to_string(free_port()) + "/hook";
+  // A1 fails (the webhook refuses it: an attempt, docs/relay.md "Failure classes") and its retry
+  // is minutes away.
+  RefusingWebhook webhook;
+  const std::string refused = webhook.url();
   auto log = dir_ / "relay1.log";
   {
     CliProcess relay({"relay", "--store", store(), "--sink", refused, "--backoff-base-ms", "600000",
@@ -238,9 +241,10 @@ TEST_F(SqliteCliTest, EventsWhereThereIsNoOutboxSaysSoAndCreatesNothing) {
 }
 
 TEST_F(SqliteCliTest, InspectionWorksOnAReadOnlyDatabaseFile) {
-  // One dead letter (nothing listens at the sink) and one pending event.
+  // One dead letter (the webhook refuses it) and one pending event.
   emit("A");
-  std::string refused = "http://127.0.0.1:" + std::to_string(free_port()) + "/hook";
+  RefusingWebhook webhook;
+  const std::string refused = webhook.url();
   ASSERT_EQ(run_cli({"relay", "--store", store(), "--sink", refused, "--max-attempts", "1",
                      "--until-empty", "--quiet"})
                 .code,
