@@ -325,7 +325,14 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
 }
 
 std::string sink_down_reason(const PipelineView& p) {
-  if (p.running && p.metrics && p.metrics->last_delivery_failed.load())
+  if (!p.running) return {};
+  if (p.relay) {
+    auto c = p.relay->counters();
+    if (!c.sink_down) return {};
+    std::string error = p.metrics ? p.metrics->last_error() : std::string();
+    return "down since " + format_rfc3339(c.sink_down_since) + (error.empty() ? "" : ": " + error);
+  }
+  if (p.metrics && p.metrics->last_delivery_failed.load())
     return "the last batch failed: " + p.metrics->last_error();
   return {};
 }

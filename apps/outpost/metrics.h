@@ -124,11 +124,11 @@ Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_do
 // differs in its name. Exposed for tests.
 bool host_allowed(const std::string& host_header, const std::string& listen_host,
                   const std::vector<std::string>& allowed);
-// Why the pipeline's sink looks down (its last batch failed as a whole), or empty: detail for
-// /readyz and /api/overview.
-// Hook: once RelayCounters carries the relay's own view of its sink (the relay engineer's
-// sink_down / sink_down_since: an unavailable sink is paused and probed, so the relay knows it is
-// back even while the pipeline is idle), a relay pipeline's answer comes from there instead.
+// Why the pipeline's sink is down, or empty: detail for /readyz and /api/overview. A relay says
+// so itself (RelayCounters::sink_down: it pauses an unavailable sink and probes it, so it also
+// knows when the sink is back while the pipeline is idle): "down since <RFC 3339>: <error>".
+// Events the destination refuses are not the sink being down (they are failed attempts and dead
+// letters). A consumer's: its last batch failed as a whole.
 std::string sink_down_reason(const PipelineView& p);
 
 }  // namespace outpost::cli

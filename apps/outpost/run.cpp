@@ -136,6 +136,11 @@ class RelayPipeline final : public Pipeline {
     timed_sink_ = instrument_sink(*sink_, metrics_);
     RelayOptions options = relay_options(config);
     options.on_error = error_log(config.name, config.quiet);
+    // A sink's outage is two lines however long it lasts, as under `outpost relay`: always
+    // logged, even with quiet.
+    options.on_sink_state = [name = config.name](const std::string& m, bool down) {
+      log(m, name, down ? spdlog::level::warn : spdlog::level::info);
+    };
     relay_ = std::make_unique<Relay>(*timed_store_, *timed_sink_, options);
   }
   ~RelayPipeline() override { stop_and_join(false); }
