@@ -44,6 +44,10 @@ struct DeliveryResult {
   }
 };
 
+// The longest a paused sink waits before its next probe (docs/relay.md, "Pauses"): an event whose
+// delivery came back unavailable (e.g. a broker ack that never came) is sent again within this.
+inline constexpr Duration kMaxProbeWait{30'000};
+
 // Options shared by every sink; backends take theirs from the URL as well.
 struct SinkOptions {
   std::size_t concurrency = 1;  // parallel deliveries (HTTP requests) with per-key order kept

@@ -23,8 +23,9 @@
 // `stream` names the JetStream stream that must capture the subjects (checked at open);
 // `create=1` creates it when missing (file storage, subjects = SUBJECT with `{type}` -> `>`).
 // At open the sink warns (stderr) when the stream's duplicate window is shorter than
-// lease + backoff_max (SinkOptions::lease/backoff_max, or `lease_ms` / `backoff_max_ms`): a
-// redelivery after that long is no longer deduplicated by the server.
+// lease + min(backoff_max, kMaxProbeWait) (SinkOptions::lease/backoff_max, or `lease_ms` /
+// `backoff_max_ms`): a redelivery after that long is no longer deduplicated by the server
+// (docs/sinks.md, "Duplicate window warning").
 //
 // Thread safety: deliver() calls are serialised by the relay; PubAcks arrive on cnats' thread.
 

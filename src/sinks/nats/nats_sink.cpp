@@ -266,14 +266,17 @@ class NatsSink final : public Sink {
     if (s != NATS_OK)
       throw ConnectionError("nats", "nats sink " + config_.where + ": stream '" + config_.stream +
                                         "': " + status_text(s));
-    const Duration horizon = config_.lease + config_.backoff_max;
+    // A publish may be sent again after its lease expired (the relay died before its ack) or,
+    // when its PubAck never came (unavailable), by the pause's next probe: within lease +
+    // kMaxProbeWait. A refused publish was not stored, so its retries need no deduplication.
+    const Duration horizon = config_.lease + std::min(config_.backoff_max, kMaxProbeWait);
     if (si && si->Config && horizon.count() > 0) {
       const std::int64_t window_ms = si->Config->Duplicates / 1'000'000;
       if (window_ms < horizon.count())
         std::fprintf(
             stderr,
             "outpost: warning: nats stream '%s' has a duplicate window of %lld ms, shorter "
-            "than the relay's lease + longest backoff (%lld ms): a redelivery after that "
+            "than the relay's lease + longest probe wait (%lld ms): a redelivery after that "
             "is not deduplicated by the server (raise the stream's duplicate_window)\n",
             config_.stream.c_str(), static_cast<long long>(window_ms),
             static_cast<long long>(horizon.count()));
