@@ -432,8 +432,13 @@ void MetricsServer::start(const std::string& addr, PipelineSource& source,
   // same origin), so an unauthenticated POST is answered without reading what it sends.
   server.set_pre_routing_handler(
       [&source, host](const httplib::Request& req, httplib::Response& res) {
+        // The dashboard and its API (dead letters' payloads and headers, mutations) are what a
+        // DNS-rebinding page would read; /metrics, /healthz and /readyz carry no event data and
+        // are served to any Host, so a scraper or probe that names the server by a DNS name
+        // (relay --metrics 0.0.0.0:PORT has no allowed_hosts) keeps working.
+        const bool dashboard = req.path == "/" || req.path.rfind("/api/", 0) == 0;
         const std::string requested = req.get_header_value("Host");
-        if (!host_allowed(requested, host, source.allowed_hosts())) {
+        if (dashboard && !host_allowed(requested, host, source.allowed_hosts())) {
           log_refusal("http: refused " + req.method + " " + req.path + " from " + req.remote_addr +
                       ": Host '" + requested +
                       "' is not this server's (add it to [http] allowed_hosts if it is)");

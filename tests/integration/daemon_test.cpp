@@ -1099,8 +1099,21 @@ TEST_F(DaemonHttpTest, ARequestForAnotherHostIsRefused) {
   for (const auto& host : {"evil.example:" + p, std::string("evil.example"),
                            "localhost.evil.example:" + p, "outpost.internal:" + p})
     EXPECT_EQ(status_of(get(host)), 403) << host;
-  EXPECT_EQ(status_of(raw_http(port, "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")), 403)
+  EXPECT_EQ(status_of(raw_http(port, "GET /api/overview HTTP/1.1\r\nConnection: close\r\n\r\n")),
+            403)
       << "no Host at all";
+  EXPECT_EQ(status_of(raw_http(port,
+                               "GET / HTTP/1.1\r\nHost: evil.example\r\n"
+                               "Connection: close\r\n\r\n")),
+            403)
+      << "the page";
+  // Metrics and probes carry no event data: any Host (a scraper naming the server by DNS).
+  for (const char* path : {"/metrics", "/healthz", "/readyz"})
+    EXPECT_EQ(status_of(raw_http(port, std::string("GET ") + path +
+                                           " HTTP/1.1\r\nHost: scraper-target.example\r\n"
+                                           "Connection: close\r\n\r\n")),
+              200)
+        << path;
   EXPECT_NE(log().find("refused GET /api/overview from 127.0.0.1: Host 'evil.example"),
             std::string::npos)
       << log();
