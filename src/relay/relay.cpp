@@ -17,8 +17,10 @@
 #include "batch.h"
 #include "delivery_thread.h"
 #include "guarded.h"
+#include "lease_deadline.h"
 #include "lease_keeper.h"
 #include "pipeline_mode.h"
+#include "sink_pause.h"
 
 namespace outpost {
 namespace {
@@ -33,14 +35,6 @@ constexpr Duration kIdleWaitChunk{200};    // bounds the stop() vs wait_for_work
 // does not answer (each further try would cost as long): the stop's other settle calls are
 // skipped. One that failed sooner (a dropped connection) still gets the separate tries.
 constexpr Duration kStoreHungAfter{1'000};
-// The pause of an unavailable sink (docs/relay.md, "Pauses"): the first probe after 500 ms, then
-// doubling up to 30 s, or backoff_max when that is smaller (but not below 10 ms).
-constexpr Duration kProbeFirst{500};
-constexpr Duration kProbeCap{30'000};
-constexpr Duration kProbeFloor{10};
-// No delivery starts within this margin of the end of its batch's lease (docs/relay.md, "The lease
-// deadline"): min(lease / 10, 1 s).
-constexpr Duration kLeaseMarginMax{1'000};
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -70,7 +64,7 @@ struct Relay::Impl {
         keeper(
             s, options.lease, [this](const std::string& m) { store_error(m); },
             [this](const ClaimedBatch& b, SteadyClock::time_point started, Duration lease) {
-              renewed(b, started, lease);
+              deadlines.renewed(slots, b, started, lease);
             }) {}
 
   // ---- reporting -------------------------------------------------------------------------
@@ -172,11 +166,7 @@ struct Relay::Impl {
     relay_detail::prepare(
         b, options.max_crashes,
         [this](const std::string& m, const StoredEvent& e) { delivery_error(m, e); });
-    {
-      std::lock_guard lock(deadline_mu);
-      b.lease_deadline =
-          b.empty() ? SteadyClock::time_point::max() : claim_started + options.lease - lease_margin;
-    }
+    deadlines.claimed(b, claim_started);
     if (b.empty()) return;
     batches.fetch_add(1, std::memory_order_relaxed);
     claimed.fetch_add(b.claimed.events.size(), std::memory_order_relaxed);
@@ -190,20 +180,7 @@ struct Relay::Impl {
   void deliver(Batch& b) {
     auto events = b.to_deliver();
     if (events.empty()) return;
-    const auto now = SteadyClock::now();
-    SteadyClock::time_point call_deadline;
-    {
-      std::lock_guard lock(deadline_mu);
-      if (now >= b.lease_deadline) {
-        b.lease_ran_out = true;
-      } else {
-        control.begin(deliver_timeout, now);
-        call_deadline = control.deadline();  // max(): no deadline
-        delivering_now = &b;
-        delivering_deadline = call_deadline;
-        bound_control(b);
-      }
-    }
+    const SteadyClock::time_point call_deadline = deadlines.begin_delivery(b, SteadyClock::now());
     if (b.lease_ran_out) {
       b.results.assign(events.size(),
                        DeliveryResult::skipped("not started: the lease deadline had passed"));
@@ -211,10 +188,7 @@ struct Relay::Impl {
     }
     keeper.renew_until(b.claimed, call_deadline);
     auto failure = failure_of([&] { b.results = sink.deliver_bounded(events, control); });
-    {
-      std::lock_guard lock(deadline_mu);
-      delivering_now = nullptr;
-    }
+    deadlines.end_delivery();
     if (failure) b.results.assign(events.size(), DeliveryResult::failed(*failure));
     if (std::string why = sink.closed(); !why.empty()) {
       // The destination is gone for good: stop; decide() releases what was not delivered.
@@ -249,84 +223,12 @@ struct Relay::Impl {
     note_sink_state(b);
   }
 
-  // ---- the lease deadline (docs/relay.md, "The lease deadline") -----------------------------
-  // deadline_mu held: the control's deadline is the earlier of the call's own and the lease
-  // deadline of the batch being delivered. DeliveryControl has no setter for a point in time:
-  // begin(timeout, at) with at = point - timeout gives that point and keeps the timeout's text.
-  void bound_control(const Batch& b) {
-    if (b.lease_deadline >= delivering_deadline) {
-      if (control.deadline() != delivering_deadline) set_control_deadline(delivering_deadline);
-      return;
-    }
-    set_control_deadline(b.lease_deadline);
-  }
-  void set_control_deadline(SteadyClock::time_point at) {
-    if (at == SteadyClock::time_point::max()) {
-      control.begin(Duration{0});  // no deadline
-      return;
-    }
-    const Duration t = control_timeout;
-    control.begin(t, at - t);
-  }
+  // ---- the sink's pause (docs/relay.md, "Pauses"; the decisions are in sink_pause.{h,cpp}) -----
+  bool sink_is_down() const { return pause.down(); }
 
-  // The lease keeper renewed `batch`: its lease deadline moves on (and the running call's). Only
-  // a renewal that started before the deadline does: one that started later (after a pause)
-  // cannot show the lease held throughout, as stores also count events another relay took and
-  // settled meanwhile as held (they are gone), and so must not let a stale batch be delivered.
-  void renewed(const ClaimedBatch& batch, SteadyClock::time_point started, Duration lease) {
-    std::lock_guard lock(deadline_mu);
-    for (Batch& s : slots) {
-      if (&s.claimed != &batch || started >= s.lease_deadline) continue;
-      s.lease_deadline = std::max(s.lease_deadline, started + lease - lease_margin);
-      if (delivering_now == &s) bound_control(s);
-    }
-  }
-
-  // ---- the sink's pause (docs/relay.md, "Pauses") -------------------------------------------
-  bool sink_is_down() const { return sink_down.load(std::memory_order_acquire); }
-
-  Duration probe_cap() const { return std::clamp(options.backoff_max, kProbeFloor, kProbeCap); }
-
-  // After a delivered batch: an unavailable result takes the sink down (or keeps it down, the
-  // next probe further off); an answer from the destination (delivered or refused) while down
-  // brings it back.
+  // After a delivered batch: the sink went down or came back (SinkPause::on_batch) is reported.
   void note_sink_state(const Batch& b) {
-    if (b.n_unavailable > 0) {
-      unavailable.fetch_add(b.n_unavailable, std::memory_order_relaxed);
-      const bool was_down = sink_is_down();
-      probe_step =
-          was_down ? std::min(probe_cap(), probe_step * 2) : std::min(kProbeFirst, probe_cap());
-      // Retry-After is honoured, capped like the rest; a little jitter so that relays paused by
-      // the same outage do not probe in lockstep.
-      Duration wait = std::min(probe_cap(), std::max(probe_step, b.retry_after));
-      thread_local std::mt19937 rng{std::random_device{}()};
-      std::uniform_int_distribution<std::int64_t> dist(0, wait.count() / 10);
-      probe_wait = wait + Duration{dist(rng)};
-      if (was_down) return;
-      down_since_steady = SteadyClock::now();
-      probes = 0;
-      const TimePoint since = outpost::now();
-      down_since_us.store(since.time_since_epoch().count(), std::memory_order_relaxed);
-      outages.fetch_add(1, std::memory_order_relaxed);
-      sink_down.store(true, std::memory_order_release);
-      sink_state("sink '" + std::string(sink.name()) + "' down since " + format_rfc3339(since) +
-                     ": " + b.unavailable_why + "; its events wait (no attempt counted); probing " +
-                     "with one event in " + std::to_string(wait.count()) +
-                     " ms, then backing off to every " + std::to_string(probe_cap().count()) +
-                     " ms",
-                 true);
-      return;
-    }
-    if (!b.answered || !sink_is_down()) return;
-    const auto secs = std::chrono::duration<double>(SteadyClock::now() - down_since_steady).count();
-    char took[32];
-    std::snprintf(took, sizeof took, "%.1f", secs);
-    sink_down.store(false, std::memory_order_release);
-    down_since_us.store(0, std::memory_order_relaxed);
-    sink_state("sink '" + std::string(sink.name()) + "' is back after " + took + " s (" +
-                   std::to_string(probes) + (probes == 1 ? " probe" : " probes") +
-                   "); delivering again",
-               false);
+    if (auto change = pause.on_batch(b, sink.name())) sink_state(change->message, change->down);
   }
 
   void sink_state(const std::string& message, bool down) {
@@ -340,9 +242,9 @@ struct Relay::Impl {
   // event (cycle(1)), which brings the sink back or sets the next wait. false: run() returns
   // (until_empty and nothing left).
   bool probe() {
-    sleep_for(probe_wait);
+    sleep_for(pause.probe_wait());
     if (stopping.load(std::memory_order_acquire)) return true;
-    ++probes;
+    pause.count_probe();
     std::size_t n = 0;
     const bool claimed = claim_or_back_off([&] { n = cycle(1); });
     slots[0].claimed = ClaimedBatch{};  // settled by cycle(); the loops start from empty slots
@@ -748,11 +650,7 @@ struct Relay::Impl {
     c.released = released.load(std::memory_order_relaxed);
     c.lease_lost = lease_lost.load(std::memory_order_relaxed);
     c.store_errors = store_errors.load(std::memory_order_relaxed);
-    c.unavailable = unavailable.load(std::memory_order_relaxed);
-    c.sink_down = sink_down.load(std::memory_order_acquire);
-    c.sink_down_since =
-        c.sink_down ? TimePoint(std::chrono::microseconds(down_since_us.load())) : TimePoint{};
-    c.sink_outages = outages.load(std::memory_order_relaxed);
+    pause.fill_counters(c);
     c.lease_expired_undelivered = lease_expired_undelivered.load(std::memory_order_relaxed);
     return c;
   }
@@ -763,11 +661,6 @@ struct Relay::Impl {
   // A deliver() call's deadline (deliver_timeout, the lease when 0).
   const Duration deliver_timeout =
       options.deliver_timeout.count() > 0 ? options.deliver_timeout : options.lease;
-  // What set_control_deadline() passes as the timeout (its text names it): the deliver timeout,
-  // or a year when that is "none" to DeliveryControl::begin.
-  const Duration control_timeout =
-      std::min<Duration>(deliver_timeout, std::chrono::hours(24 * 365));
-  const Duration lease_margin = std::min(kLeaseMarginMax, options.lease / 10);
 
   std::atomic<bool> stopping{false};
   std::mutex sleep_mu;
@@ -778,26 +671,19 @@ struct Relay::Impl {
   bool store_failed_while_stopping = false;  // relay thread only: see settle_call
   relay_detail::PipelineMode mode;           // relay thread only
   DeliveryControl control;                   // bounds the deliver() call in progress; set by stop()
-  // Guards the slots' lease deadlines (the keeper's thread moves them on), the batch being
-  // delivered and its call's own deadline, and the control's deadline set from them.
-  std::mutex deadline_mu;
-  Batch* delivering_now = nullptr;
-  SteadyClock::time_point delivering_deadline;
+  // The batches' lease deadlines and the control's deadline set from them.
+  relay_detail::LeaseDeadlines deadlines{control, options.lease, deliver_timeout};
   // Settlements the store refused (settle); relay thread only.
   std::vector<Batch> held;
-  // The sink's pause; the atomics are read by counters().
-  std::atomic<bool> sink_down{false};
-  std::atomic<std::int64_t> down_since_us{0};
-  Duration probe_step{0}, probe_wait{0};  // relay thread only
-  SteadyClock::time_point down_since_steady;
-  int probes = 0;
+  // The sink's pause; its counters are read by counters().
+  relay_detail::SinkPause pause{options.backoff_max};
 
   // Relay thread only (the delivery thread touches the one it was handed); reused across batches
   // so the hot path does not allocate per batch.
   Batch slots[3];
 
   std::atomic<std::uint64_t> batches{0}, claimed{0}, delivered{0}, failed{0}, dead{0}, released{0},
-      lease_lost{0}, store_errors{0}, unavailable{0}, outages{0}, lease_expired_undelivered{0};
+      lease_lost{0}, store_errors{0}, lease_expired_undelivered{0};
 
   relay_detail::LeaseKeeper keeper;  // its thread reports through the members above
   // Last: destroyed (joined) first.
