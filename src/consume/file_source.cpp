@@ -15,8 +15,9 @@
 // its end first, then the new one from byte 0. A checkpoint that points into a file that is no
 // longer at the path is looked up by identity in the path's directory (LOG.1) and finished the
 // same way. What cannot be found is an error naming the unread range, never a silent skip.
+// The identity, the position's encoding and the lookups in the directory are in
+// file_identity.{h,cpp}; this file is the reader.
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,8 +30,8 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
-#include <tuple>
 
+#include "consume/file_identity.h"
 #include "consume/message.h"
 #include "consume/sources.h"
 #include "core/url.h"
@@ -39,219 +40,15 @@
 namespace outpost::consume {
 namespace {
 
-// The fingerprint covers the file's first line, at most this much of it: enough to tell two
-// files of the log apart (each line holds a unique event id), cheap to read again.
-constexpr std::size_t kFingerprintBytes = 1024;
-
-std::uint64_t fnv1a(const char* p, std::size_t n) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-ssize_t pread_full(int fd, char* buf, std::size_t n, std::int64_t at) {
-  for (;;) {
-    ssize_t got = ::pread(fd, buf, n, at);
-    if (got >= 0 || errno != EINTR) return got;
-  }
-}
-
-// The fingerprint of the file's first line (with its '\n'), or of its first kFingerprintBytes
-// when that line is longer; none while the file has neither.
-std::optional<std::uint64_t> fingerprint(int fd) {
-  char buf[kFingerprintBytes];
-  ssize_t n = pread_full(fd, buf, sizeof buf, 0);
-  if (n <= 0) return std::nullopt;
-  const auto got = static_cast<std::size_t>(n);
-  if (const void* nl = std::memchr(buf, '\n', got))
-    return fnv1a(buf, static_cast<std::size_t>(static_cast<const char*>(nl) - buf) + 1);
-  if (got == sizeof buf) return fnv1a(buf, got);
-  return std::nullopt;
-}
-
-struct Identity {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  std::int64_t birth = 0;           // ns since the epoch; 0: unknown
-  std::optional<std::uint64_t> fp;  // none: written before the first line was whole
-
-  // Device and inode: the same file while one of the two is held open.
-  bool is(const struct stat& st) const { return st.st_dev == dev && st.st_ino == ino; }
-  // The same file also when neither is open (an inode is reused once its file is deleted).
-  bool same_file(const Identity& o) const {
-    return dev == o.dev && ino == o.ino && (birth == 0 || o.birth == 0 || birth == o.birth);
-  }
-  std::string text() const {
-    char fp_text[17] = "";
-    if (fp) std::snprintf(fp_text, sizeof fp_text, "%016llx", static_cast<unsigned long long>(*fp));
-    return std::to_string(static_cast<unsigned long long>(dev)) + ":" +
-           std::to_string(static_cast<unsigned long long>(ino)) + ":" + std::to_string(birth) +
-           ":" + fp_text;
-  }
-  std::string describe() const {
-    return "device " + std::to_string(static_cast<unsigned long long>(dev)) + ", inode " +
-           std::to_string(static_cast<unsigned long long>(ino));
-  }
-};
-
-struct Checkpoint {
-  std::int64_t offset = 0;
-  std::optional<Identity> id;  // none: "" or a bare offset (the file at the path)
-};
-
-Checkpoint parse_position(const std::string& position) {
-  Checkpoint cp;
-  if (position.empty()) return cp;
-  auto bad = [&] {
-    return ConfigError("file source: checkpoint '" + position +
-                       "' is neither a byte offset nor OFFSET@DEVICE:INODE:BIRTH:FINGERPRINT");
-  };
-  const char* p = position.data();
-  const char* end = p + position.size();
-  auto [q, ec] = std::from_chars(p, end, cp.offset);
-  if (ec != std::errc() || cp.offset < 0) throw bad();
-  if (q == end) return cp;
-  if (*q != '@') throw bad();
-  Identity id;
-  unsigned long long dev = 0, ino = 0;
-  auto r1 = std::from_chars(q + 1, end, dev);
-  if (r1.ec != std::errc() || r1.ptr == end || *r1.ptr != ':') throw bad();
-  auto r2 = std::from_chars(r1.ptr + 1, end, ino);
-  if (r2.ec != std::errc() || r2.ptr == end || *r2.ptr != ':') throw bad();
-  auto r3 = std::from_chars(r2.ptr + 1, end, id.birth);
-  if (r3.ec != std::errc() || r3.ptr == end || *r3.ptr != ':' || id.birth < 0) throw bad();
-  if (r3.ptr + 1 != end) {
-    std::uint64_t fp = 0;
-    auto r4 = std::from_chars(r3.ptr + 1, end, fp, 16);
-    if (r4.ec != std::errc() || r4.ptr != end) throw bad();
-    id.fp = fp;
-  }
-  id.dev = static_cast<dev_t>(dev);
-  id.ino = static_cast<ino_t>(ino);
-  cp.id = id;
-  return cp;
-}
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-// One file of the log, open for reading.
-struct LogFile {
-  Fd fd;
-  Identity id;
-  std::string name;  // where it was found (the path, or a rotated name such as LOG.1)
-
-  explicit operator bool() const { return static_cast<bool>(fd); }
-  // The identity with the fingerprint, once the first line is whole.
-  const Identity& identity() {
-    if (!id.fp) id.fp = fingerprint(fd.get());
-    return id;
-  }
-};
-
-struct stat fstat_or_throw(int fd, const std::string& name) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw ConnectionError("file", "stat '" + name + "': " + std::strerror(errno));
-  return st;
-}
-
-// Opens `name`; an empty LogFile when it does not exist.
-LogFile open_log_file(const std::string& name) {
-  LogFile f;
-  int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return f;
-    throw ConnectionError("file", "cannot open '" + name + "': " + std::strerror(errno));
-  }
-  f.fd = Fd(fd);
-  struct stat st = fstat_or_throw(fd, name);
-  f.id.dev = st.st_dev;
-  f.id.ino = st.st_ino;
-  struct statx sx {};
-  if (::statx(fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME))
-    f.id.birth =
-        static_cast<std::int64_t>(sx.stx_btime.tv_sec) * 1'000'000'000 + sx.stx_btime.tv_nsec;
-  f.name = name;
-  return f;
-}
-
-struct DirEntry {
-  std::string path, name;
-  struct stat st {};
-};
-
-// The regular files of `dir` (following symlinks, as opening them would).
-std::vector<DirEntry> list_dir(const std::string& dir) {
-  std::vector<DirEntry> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) {
-    if (errno == ENOENT) return out;
-    throw ConnectionError("file", "cannot list '" + dir + "': " + std::strerror(errno));
-  }
-  while (const dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    DirEntry entry{dir + "/" + name, name, {}};
-    if (::stat(entry.path.c_str(), &entry.st) == 0 && S_ISREG(entry.st.st_mode))
-      out.push_back(std::move(entry));
-  }
-  ::closedir(d);
-  return out;
-}
-
-bool compressed(std::string_view name) {
-  for (std::string_view ext : {".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzo", ".Z", ".zip"})
-    if (name.ends_with(ext)) return true;
-  return false;
-}
-
-// Whether `name` is a rotated name of the log file `base` as logrotate makes them: `LOG.N`
-// (numbered; a larger N is older) or `LOG-SUFFIX` (dateext). Sets the order among files of one
-// modification time: -N for numbered names, 0 otherwise.
-bool rotated_name(const std::string& name, const std::string& base, std::int64_t& order) {
-  if (name.size() <= base.size() + 1 || !name.starts_with(base)) return false;
-  char sep = name[base.size()];
-  std::string_view rest = std::string_view(name).substr(base.size() + 1);
-  if (sep == '-') {
-    order = 0;
-    return std::isdigit(static_cast<unsigned char>(rest.front())) != 0;
-  }
-  if (sep != '.') return false;
-  std::int64_t n = 0;
-  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
-  if (ec != std::errc() || p != rest.data() + rest.size()) return false;
-  order = -n;
-  return true;
-}
-
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-}
+using file_log::Checkpoint;
+using file_log::fingerprint;
+using file_log::fstat_or_throw;
+using file_log::Identity;
+using file_log::LogDirectory;
+using file_log::LogFile;
+using file_log::open_log_file;
+using file_log::parse_position;
+using file_log::pread_full;
 
 // The canonical name of the log: the real path of its directory and the file's name (not
 // resolved: the name is what rotation replaces), so `log.jsonl` from its directory and
@@ -356,10 +153,10 @@ class FileSource final : public Source {
       return count_lines(current.fd.get(), same ? cp.offset : 0);  // truncated: read from 0
     }
     std::int64_t lines = current ? count_lines(current.fd.get(), 0) : 0;
-    LogFile old = find_by_identity(*cp.id);
+    LogFile old = logdir_.find_by_identity(*cp.id);
     if (!old) return lines;  // the rest of the lost file is unknown (reading it is an error)
     lines += count_lines(old.fd.get(), cp.offset);
-    for (LogFile f = next_rotated(old, current); f; f = next_rotated(f, current))
+    for (LogFile f = logdir_.next_rotated(old, current); f; f = logdir_.next_rotated(f, current))
       lines += count_lines(f.fd.get(), 0);
     return lines;
   }
@@ -371,63 +168,6 @@ class FileSource final : public Source {
 
   std::string position_at(std::int64_t offset) {
     return std::to_string(offset) + "@" + file_.identity().text();
-  }
-
-  // The file of `id` in the log's directory (a rotated name, or still the path), or none.
-  LogFile find_by_identity(const Identity& id) {
-    for (auto& e : list_dir(dir_)) {
-      if (!id.is(e.st)) continue;
-      LogFile f = open_log_file(e.path);
-      if (!f || !f.id.same_file(id)) continue;          // another file with a reused inode
-      if (id.fp && f.identity().fp != id.fp) continue;  // the inode was reused by another file
-      return f;
-    }
-    return {};
-  }
-
-  // A copy of the file whose first line hashes to `fp` with at least `size` bytes, other than
-  // `not_this` (logrotate's copytruncate copies the log, then truncates it in place).
-  LogFile find_copy(std::uint64_t fp, std::int64_t size, const Identity& not_this) {
-    for (auto& e : list_dir(dir_)) {
-      if (not_this.is(e.st) || e.st.st_size < size) continue;
-      std::int64_t order = 0;
-      if (!rotated_name(e.name, base_, order)) continue;
-      LogFile f = open_log_file(e.path);
-      if (f && f.identity().fp == fp) return f;
-    }
-    return {};
-  }
-
-  // The oldest rotated file written after `after` (the log was rotated again while `after` was
-  // read), other than the file at the path (`current`); none when `after` was the last one.
-  // Compressed files cannot be read and are not considered (docs/consumers.md).
-  LogFile next_rotated(LogFile& after, LogFile& current) {
-    auto entries = list_dir(dir_);
-    struct stat after_st = fstat_or_throw(after.fd.get(), after.name);
-    std::tuple<std::int64_t, std::int64_t, std::string> after_key{mtime_ns(after_st), INT64_MIN,
-                                                                  ""};
-    for (auto& e : entries) {
-      std::int64_t order = 0;
-      if (after.id.is(e.st) && rotated_name(e.name, base_, order))
-        after_key = {mtime_ns(e.st), order, e.name};
-    }
-    const DirEntry* best = nullptr;
-    std::tuple<std::int64_t, std::int64_t, std::string> best_key;
-    for (auto& e : entries) {
-      std::int64_t order = 0;
-      if (after.id.is(e.st) || (current && current.id.is(e.st)) || compressed(e.name) ||
-          !rotated_name(e.name, base_, order))
-        continue;
-      std::tuple<std::int64_t, std::int64_t, std::string> key{mtime_ns(e.st), order, e.name};
-      if (key <= after_key || (best && key >= best_key)) continue;
-      best = &e;
-      best_key = key;
-    }
-    if (!best) return {};
-    LogFile f = open_log_file(best->path);
-    // A copy of `after` (copytruncate) is not a later file.
-    if (f && after.identity().fp && f.identity().fp == after.identity().fp) return {};
-    return f;
   }
 
   // The checkpoint seek() was given, resolved to a file and offset. False while the log does
@@ -467,7 +207,7 @@ class FileSource final : public Source {
       // before reading, in check_truncated: the checkpoint's fingerprint stays the reference).
       file_ = std::move(current);
       file_.id.fp = want.fp;
-    } else if (LogFile old = find_by_identity(want)) {
+    } else if (LogFile old = logdir_.find_by_identity(want)) {
       notice("the checkpoint (byte " + std::to_string(cp.offset) + ") is in '" + old.name +
                  "', rotated away from the path: reading it to its end first",
              false);
@@ -506,7 +246,7 @@ class FileSource final : public Source {
     auto fp_now = fingerprint(file_.fd.get());
     if (st.st_size >= offset_ && fp_now == file_.id.fp) return;
     const std::uint64_t old_fp = *file_.id.fp;
-    if (LogFile copy = find_copy(old_fp, offset_, file_.id)) {
+    if (LogFile copy = logdir_.find_copy(old_fp, offset_, file_.id)) {
       notice("truncated in place (copytruncate) after byte " + std::to_string(offset_) +
                  " was read; reading its copy '" + copy.name + "' from there to its end, then '" +
                  path_ + "' from byte 0",
@@ -566,7 +306,7 @@ class FileSource final : public Source {
     }
     std::string finished = file_.name;
     std::int64_t at = offset_;
-    LogFile next = next_rotated(file_, current);
+    LogFile next = logdir_.next_rotated(file_, current);
     previous_ = std::move(file_);
     following_ = !next;
     file_ = next ? std::move(next) : std::move(current);
@@ -636,6 +376,7 @@ class FileSource final : public Source {
   }
 
   const std::string path_, dir_, base_, url_;
+  const LogDirectory logdir_{dir_, base_};
   std::function<void(const std::string&, bool)> notice_;
   std::optional<Checkpoint> pending_ = Checkpoint{};  // seek() target, not resolved yet
   LogFile file_;            // the file being read: the one at the path, or a rotated one
