@@ -9,10 +9,10 @@
 namespace outpost::relay_detail {
 namespace {
 
-// The first probe after 500 ms, then doubling up to 30 s, or backoff_max when that is smaller
-// (but not below 10 ms).
+// The first probe after 500 ms, then doubling up to 30 s (kMaxProbeWait, outpost/sink.h), or
+// backoff_max when that is smaller (but not below 10 ms).
 constexpr Duration kProbeFirst{500};
-constexpr Duration kProbeCap{30'000};
+constexpr Duration kProbeCap = kMaxProbeWait;
 constexpr Duration kProbeFloor{10};
 
 }  // namespace
