@@ -22,37 +22,13 @@
 #include <set>
 
 #include "cli_process.h"
+#include "refusing_webhook.h"
 
 namespace {
 
 using namespace outpost::testing;
 
 using namespace std::chrono_literals;
-
-// A webhook that answers and refuses every event (HTTP 400): refused deliveries are attempts,
-// parked after max_attempts. (A webhook that is down, port 1, is an outage: the consumer pauses
-// and parks nothing; docs/consumers.md, "Failure classes".)
-class RefusingWebhook {
- public:
-  RefusingWebhook() {
-    server_.Post(".*", [](const httplib::Request&, httplib::Response& res) { res.status = 400; });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ~RefusingWebhook() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-};
 
 // A unix datagram socket standing in for systemd's NOTIFY_SOCKET.
 class NotifySocket {
@@ -95,33 +71,6 @@ void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// A webhook that refuses every event (HTTP 400): its deliveries fail and count as attempts, up
-// to dead letters, where a port nobody listens on is `unavailable` (no attempt is counted and
-// nothing is dead-lettered: docs/relay.md).
-class RefusingHook {
- public:
-  RefusingHook() {
-    server_.Post(".*", [](const httplib::Request&, httplib::Response& res) {
-      res.status = 400;
-      res.set_content("refused", "text/plain");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-  }
-  ~RefusingHook() {
-    server_.stop();
-    thread_.join();
-  }
-  RefusingHook(const RefusingHook&) = delete;
-  RefusingHook& operator=(const RefusingHook&) = delete;
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/hook"; }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-};
-
 class DaemonTest : public ::testing::Test {
  protected:
   std::string config(const std::string& orders_batch, const std::string& extra = "") {
@@ -163,7 +112,7 @@ class DaemonTest : public ::testing::Test {
     return all;
   }
   TempDir dir_;
-  RefusingHook hook_;
+  RefusingWebhook hook_;
 };
 
 TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
@@ -1234,7 +1183,7 @@ TEST_F(DaemonHttpTest, ControlCharactersAreEscapedInTextLogs) {
 // ids or filter, the count and the remote address; so is a refused attempt.
 TEST_F(DaemonHttpTest, EveryMutationAndRefusalIsLogged) {
   emit(dir_ / "a.db", 2, "order.created");
-  RefusingHook hook;
+  RefusingWebhook hook;
   int port = start(
       "[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"tok\"\n" +
       relay("orders", "sqlite:" + dir_ / "a.db", hook.url(), "max_attempts = 1\nquiet = true\n"));
