@@ -47,9 +47,11 @@ void LeaseDeadlines::end_delivery() {
 
 void LeaseDeadlines::renewed(std::span<Batch> slots, const ClaimedBatch& batch,
                              SteadyClock::time_point started, Duration lease) {
+  // Called once the store answered: `now` is after the store renewed (or counted as held).
+  const auto answered = SteadyClock::now();
   std::lock_guard lock(mu_);
   for (Batch& s : slots) {
-    if (&s.claimed != &batch || started >= s.lease_deadline) continue;
+    if (&s.claimed != &batch || std::max(started, answered) >= s.lease_deadline) continue;
     s.lease_deadline = std::max(s.lease_deadline, started + lease - margin_);
     if (delivering_now_ == &s) bound_control(s);
   }

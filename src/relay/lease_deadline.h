@@ -2,7 +2,7 @@
 // The lease deadline (docs/relay.md, "The lease deadline"): no delivery starts within a margin of
 // the end of its batch's lease (min(lease / 10, 1 s)), and the deliver() call in progress is cut
 // off there too. The deadline is set at the claim and moved on by each renewal of the lease
-// keeper (on its thread) that started before it; this class keeps the batches' deadlines, the
+// keeper (on its thread) that the store answered before it; this class keeps the batches' deadlines, the
 // batch being delivered and the DeliveryControl's deadline consistent under one mutex.
 
 #include <chrono>
@@ -33,10 +33,13 @@ class LeaseDeadlines {
   void end_delivery();
 
   // The lease keeper renewed `batch` (one of `slots`): its lease deadline moves on (and the
-  // running call's). Only a renewal that started before the deadline does: one that started
-  // later (after a pause) cannot show the lease held throughout, as stores also count events
-  // another relay took and settled meanwhile as held (they are gone), and so must not let a
-  // stale batch be delivered.
+  // running call's), to the renewal's start + `lease` - the margin. Only a renewal the store
+  // answered before the deadline does: the store then renewed while the lease it had was still
+  // live (the deadline is a margin before the store's expiry), so no other relay can have taken
+  // the events. One answered later (after a pause, or waiting on a store lock while another
+  // relay claimed) cannot show the lease held throughout, as stores also count events another
+  // relay took and settled meanwhile as held (they are gone), and so must not let a stale batch
+  // be delivered.
   void renewed(std::span<Batch> slots, const ClaimedBatch& batch, SteadyClock::time_point started,
                Duration lease);
 
