@@ -268,8 +268,10 @@ class NatsSink final : public Sink {
                                         "': " + status_text(s));
     // A publish may be sent again after its lease expired (the relay died before its ack) or,
     // when its PubAck never came (unavailable), by the pause's next probe: within lease +
-    // kMaxProbeWait. A refused publish was not stored, so its retries need no deduplication.
-    const Duration horizon = config_.lease + std::min(config_.backoff_max, kMaxProbeWait);
+    // kMaxProbeWait and the pause's jitter of up to a tenth. A refused publish was not stored,
+    // so its retries need no deduplication.
+    const Duration probe = std::min(config_.backoff_max, kMaxProbeWait);
+    const Duration horizon = config_.lease + probe + probe / 10;
     if (si && si->Config && horizon.count() > 0) {
       const std::int64_t window_ms = si->Config->Duplicates / 1'000'000;
       if (window_ms < horizon.count())
