@@ -433,9 +433,9 @@ bool PipelineConfig::operator==(const PipelineConfig& o) const {
   return name == o.name && store == o.store && sink == o.sink && batch == o.batch &&
          lease_ms == o.lease_ms && max_attempts == o.max_attempts &&
          backoff_base_ms == o.backoff_base_ms && backoff_max_ms == o.backoff_max_ms &&
-         max_crashes == o.max_crashes && concurrency == o.concurrency && deliver_timeout_ms == o.deliver_timeout_ms &&
-         drain_timeout_ms == o.drain_timeout_ms && unordered == o.unordered &&
-         until_empty == o.until_empty && quiet == o.quiet;
+         max_crashes == o.max_crashes && concurrency == o.concurrency &&
+         deliver_timeout_ms == o.deliver_timeout_ms && drain_timeout_ms == o.drain_timeout_ms &&
+         unordered == o.unordered && until_empty == o.until_empty && quiet == o.quiet;
 }
 
 EnvLookup process_environment() {

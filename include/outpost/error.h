@@ -76,7 +76,8 @@ class InDoubtError : public Error {
 // attempts; sinks report it as DeliveryResult::unavailable (docs/relay.md, "Failure classes").
 class UnavailableError : public Error {
  public:
-  explicit UnavailableError(const std::string& message, std::chrono::milliseconds retry_after = std::chrono::milliseconds{0},
+  explicit UnavailableError(const std::string& message,
+                            std::chrono::milliseconds retry_after = std::chrono::milliseconds{0},
                             std::string backend = "handler")
       : Error(ErrorCode::connection, std::move(backend), message), retry_after_(retry_after) {}
   std::chrono::milliseconds retry_after() const noexcept { return retry_after_; }

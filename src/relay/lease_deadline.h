@@ -2,8 +2,9 @@
 // The lease deadline (docs/relay.md, "The lease deadline"): no delivery starts within a margin of
 // the end of its batch's lease (min(lease / 10, 1 s)), and the deliver() call in progress is cut
 // off there too. The deadline is set at the claim and moved on by each renewal of the lease
-// keeper (on its thread) that the store answered before it; this class keeps the batches' deadlines, the
-// batch being delivered and the DeliveryControl's deadline consistent under one mutex.
+// keeper (on its thread) that the store answered before it; this class keeps the batches'
+// deadlines, the batch being delivered and the DeliveryControl's deadline consistent under one
+// mutex.
 
 #include <chrono>
 #include <mutex>

@@ -15,8 +15,9 @@
 // deduplicate by the `id` field). The class of each failure is redis_stream::classify's
 // (docs/sinks.md, "Failure classes"): a server that is down, loading, busy or full (-OOM) is
 // `unavailable`, the rest refused (`failed`). A command error at run time (-WRONGTYPE: the
-// stream name is taken by another type) refuses only that event; later events of its key in the batch are reported `skipped` although they were
-// added to their (other) streams. Redis Cluster is not supported by this sink (one node).
+// stream name is taken by another type) refuses only that event; later events of its key in the
+// batch are reported `skipped` although they were added to their (other) streams. Redis Cluster is
+// not supported by this sink (one node).
 //
 // Trimming (`maxlen=N`, 0/absent = never trim): every `trim_every` appended entries (default
 // max(N/10, 100)) the sink trims the stream to about N entries, but never removes an entry a
