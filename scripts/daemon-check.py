@@ -9,8 +9,10 @@ config /usr/share/doc/outpost/examples/outpost.toml):
     webhook receiver (${OUTPOST_WEBHOOK_URL}); READY=1 comes on NOTIFY_SOCKET (Type=notify);
   - an event emitted into the outbox is relayed to the log and consumed into the webhook; /metrics
     shows it (relay delivered, consumer delivered, lag 0); /healthz and /readyz answer 200;
-  - the log's path is blocked (a directory in its place): the next event's deliveries fail and it
-    is dead-lettered (outpost_store_dead 1);
+  - the log's path is blocked (a directory in its place): the file sink refuses the next event
+    (EISDIR: an attempt, docs/sinks_file_http.md) and it is dead-lettered (outpost_store_dead 1).
+    The config is run as a copy with `max_attempts = 1` added to its first [[relay]]: with the
+    defaults (20 attempts over hours, docs/relay.md) a dead letter takes hours;
   - the path unblocked, the dead letter is redriven through the dashboard's HTTP API with the
     admin token, with the requests the page makes (GET /api/dead, POST /api/dead/retry as a
     same-origin JSON request); without the token the retry is refused (401); the event is then
@@ -92,8 +94,16 @@ def request(port, method, path, body=None, headers=None):
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    outpost, config = sys.argv[1], sys.argv[2]
+    outpost, packaged = sys.argv[1], sys.argv[2]
     work = tempfile.mkdtemp(prefix="outpost-daemon-check.")
+    # The packaged config, its first [[relay]] refusing after one attempt (see above).
+    config = os.path.join(work, "outpost.toml")
+    with open(packaged, encoding="utf-8") as f:
+        text = f.read()
+    if "\n[[relay]]\n" not in text:
+        sys.exit(f"[daemon-check] {packaged}: no [[relay]] table")
+    with open(config, "w", encoding="utf-8") as f:
+        f.write(text.replace("\n[[relay]]\n", "\n[[relay]]\nmax_attempts = 1\n", 1))
     daemon = None
     hook = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Webhook)
     threading.Thread(target=hook.serve_forever, daemon=True).start()

@@ -147,7 +147,7 @@ struct stat fstat_or_throw(int fd, const std::string& name) {
   return st;
 }
 
-// Opens `name`; an empty LogFile when it does not exist.
+// Opens `name`; an empty LogFile when it does not exist or is a directory (file_identity.h).
 LogFile open_log_file(const std::string& name) {
   LogFile f;
   int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
@@ -157,6 +157,9 @@ LogFile open_log_file(const std::string& name) {
   }
   f.fd = Fd(fd);
   struct stat st = fstat_or_throw(fd, name);
+  // A directory in the log's place (an operator blocking the path) is no log file: as if none
+  // were there yet, so the reader waits for the file instead of taking it for a rotation.
+  if (S_ISDIR(st.st_mode)) return LogFile{};
   f.id.dev = st.st_dev;
   f.id.ino = st.st_ino;
   struct statx sx {};

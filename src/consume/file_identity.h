@@ -99,7 +99,7 @@ struct LogFile {
 
 struct stat fstat_or_throw(int fd, const std::string& name);
 
-// Opens `name`; an empty LogFile when it does not exist.
+// Opens `name`; an empty LogFile when it does not exist or is a directory (nothing to read yet).
 LogFile open_log_file(const std::string& name);
 
 // The directory of the log `base` (its file name), where rotation leaves the older files
