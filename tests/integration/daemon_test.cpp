@@ -455,7 +455,13 @@ TEST_F(DaemonTest, RunsConsumePipelinesBesideRelaysWithLagDeadReadinessAndReload
   EXPECT_EQ(body.find("outpost_relay_delivered_total{pipeline=\"bridge\""), std::string::npos)
       << "no relay series for a consume pipeline";
 
+  // "stuck"'s lag is 5 from its start; its first batch fails a moment later.
   auto ready = client.Get("/readyz");
+  for (int i = 0;
+       i < 3000 && ready && ready->body.find("\"pipeline\":\"stuck\"") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(10ms);
+    ready = client.Get("/readyz");
+  }
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 200) << ready->body;  // sinks down are detail (issue 18 defect 5)
   EXPECT_NE(ready->body.find("{\"check\":\"sink_delivering\",\"error\":"), std::string::npos)

@@ -91,7 +91,7 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   next_due = "SELECT min(w) - " + now +
              " FROM (SELECT CASE WHEN lease_owner IS NOT NULL THEN lease_until ELSE due_at "
              "END AS w FROM " +
-             t + " WHERE attempts > 0) WHERE w > " + now;
+             t + " WHERE attempts > 0) WHERE w > " + now + " - 1000";
 }
 
 // State rows first (they take the sequence: consecutive within one statement under the write

@@ -544,7 +544,10 @@ class SqliteStore final : public Store {
     }
   }
 
-  // Milliseconds until the next retry falls due or lease expires; nullopt when none.
+  // Milliseconds until the next retry falls due or lease expires; nullopt when none. Rows that
+  // fell due in the last second count too (as 10 ms): one may have fallen due between the empty
+  // claim and this query, and waiting for the one after it would sleep through it. A row that is
+  // due and still not claimable (its key's head is leased) costs a claim per 10 ms for a second.
   std::optional<Duration> next_due_in() {
     try {
       return read([&](Conn& c) -> std::optional<Duration> {
@@ -552,7 +555,7 @@ class SqliteStore final : public Store {
         if (!step_row(c.db(), s, "finding the next due event") ||
             sqlite3_column_type(s, 0) == SQLITE_NULL)
           return std::nullopt;
-        return Duration(std::max<std::int64_t>(1, sqlite3_column_int64(s, 0)));
+        return Duration(std::max<std::int64_t>(10, sqlite3_column_int64(s, 0)));
       });
     } catch (const TimeoutError&) {
       return Duration(10);  // locked for now: look again soon
