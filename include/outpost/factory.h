@@ -30,7 +30,8 @@ std::unique_ptr<Sink> open_sink(std::string_view url, const SinkOptions& options
 void check_store_url(std::string_view url);
 // The same for a sink URL, for a program that checks several pipelines before it opens any of
 // them (`outpost run`, `outpost check`): the scheme, and the parse-only half of the sink's opener
-// where one is registered (the file sink: the URL, and that the file's directory exists). What
+// where one is registered (the file sink: the URL, and that the file's directory exists; the Kafka
+// sink: the URL and its librdkafka properties, no producer made). What
 // cannot be known without connecting (a broker that is down) is found when the sink opens.
 void check_sink_url(std::string_view url);
 

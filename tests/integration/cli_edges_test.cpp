@@ -275,6 +275,8 @@ TEST(CliUsage, RelayAndBenchCreateNothingOnABadFlagOrUrl) {
        "host 'unresolvable.invalid' does not resolve"},
       {{"relay", "--store", store, "--sink", "http://127.0.0.1:1/x?timeout_ms=0"}, "timeout_ms"},
       {{"relay", "--store", store, "--sink", "nats://127.0.0.1:1/subject"}, "stream"},
+      {{"relay", "--store", store, "--sink", "kafka://127.0.0.1:1/t?partitioner=murmur3"},
+       "parameter 'partitioner' is 'murmur3'; it must be one of murmur2_random"},
       {{"relay", "--store", store, "--sink", sink, "--batch", "0"}, "--batch"},
       {{"relay", "--store", store, "--sink", sink, "--no-such-flag"}, "--no-such-flag"},
       {{"relay", "--store", store + "?tabel=x", "--sink", sink}, "tabel"},

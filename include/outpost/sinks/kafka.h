@@ -1,7 +1,7 @@
 #pragma once
 // The Kafka sink (`kafka://`, librdkafka).
 //
-//   kafka://host:port[,host:port...]/TOPIC[?timeout_ms=N&librdkafka.property=value...]
+//   kafka://host:port[,host:port...]/TOPIC[?timeout_ms=N&partitioner=P&librdkafka.property=value...]
 //
 // TOPIC may contain `{type}`, replaced by the event type (`events.{type}` sends an
 // `order.created` event to `events.order.created`); it must not be empty.
@@ -14,12 +14,17 @@
 // (`?linger.ms=5&compression.type=zstd`, `security.protocol=SASL_SSL&sasl.mechanism=PLAIN&...`);
 // a property librdkafka does not know is a ConfigError naming it.
 //
-// Each event is one message: the event key is the message key (the default partitioner keeps a
-// key in one partition, so its order is kept; an empty key is sent with no key and spread over
-// partitions), the payload is the value, and the headers are the CloudEvents 1.0 binary-mode
-// headers (ce-specversion, ce-id = event id, ce-type, ce-source, ce-time, ce-partitionkey,
-// ce-<name> per event header), plus `outpost-id` (the event id again, for consumers that do not
-// speak CloudEvents).
+// `partitioner` picks where a key lands (librdkafka's partitioners: murmur2_random is the Java
+// client's and kafkajs' placement, so outpost and those producers put a key in the same
+// partition; murmur2, consistent_random (librdkafka's default), consistent, fnv1a, fnv1a_random,
+// random); any other value is a ConfigError listing them (docs/sinks.md, "Key placement").
+//
+// Each event is one message: the event key is the message key (every partitioner but `random`
+// keeps a key in one partition, so its order is kept; an empty key is sent with no key and
+// spread over partitions), the payload is the value, and the headers are the CloudEvents 1.0
+// binary-mode headers (ce-specversion, ce-id = event id, ce-type, ce-source, ce-time,
+// ce-partitionkey, ce-<name> per event header), plus `outpost-id` (the event id again, for
+// consumers that do not speak CloudEvents).
 //
 // Outcome: an event is `delivered` only when its delivery report arrived without error, i.e. all
 // in-sync replicas have it (acks=all). deliver() produces the whole batch asynchronously, then
@@ -50,5 +55,8 @@ namespace outpost {
 // Throws ConfigError for a malformed URL, an unknown parameter or a librdkafka property it
 // rejects (the message names it).
 std::unique_ptr<Sink> open_kafka_sink(std::string_view url, const SinkOptions& options = {});
+// The parse-only half of open_kafka_sink (check_sink_url): throws the ConfigError it would for
+// the URL, its parameters and librdkafka properties, and makes no producer (connects nowhere).
+void check_kafka_sink_url(std::string_view url);
 
 }  // namespace outpost

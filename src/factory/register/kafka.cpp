@@ -9,7 +9,7 @@ extern "C" void outpost_register_kafka() {}
 
 namespace {
 [[maybe_unused]] const bool registered = [] {
-  outpost::register_sink_scheme("kafka", &outpost::open_kafka_sink);
+  outpost::register_sink_scheme("kafka", &outpost::open_kafka_sink, &outpost::check_kafka_sink_url);
   return true;
 }();
 }  // namespace

@@ -323,9 +323,22 @@ void set_property(rd_kafka_conf_t* conf, const std::string& name, const std::str
     throw ConfigError("kafka sink URL " + where + ": parameter '" + name + "': " + err, "kafka");
 }
 
-}  // namespace
+// librdkafka's partitioners (its `partitioner` topic property), the one mixed producers need
+// first: murmur2_random is the Java client's placement (docs/sinks.md, "Key placement").
+constexpr std::string_view kPartitioners[] = {"murmur2_random", "murmur2", "consistent_random",
+                                              "consistent",     "fnv1a",   "fnv1a_random",
+                                              "random"};
 
-std::unique_ptr<Sink> open_kafka_sink(std::string_view text, const SinkOptions& options) {
+// Everything open_kafka_sink needs, from the URL alone: no producer is made and nothing connects,
+// so check_kafka_sink_url runs the same code to refuse a bad URL before anything is opened.
+struct KafkaUrl {
+  std::string topic;
+  ConfPtr conf;
+  Duration timeout;
+  std::string where;
+};
+
+KafkaUrl parse_kafka_url(std::string_view text, const SinkOptions& options) {
   const auto url = core::Url::parse(text);
   const std::string where = url.redacted();
   if (url.scheme() != "kafka")
@@ -336,6 +349,21 @@ std::unique_ptr<Sink> open_kafka_sink(std::string_view text, const SinkOptions& 
     throw ConfigError("kafka sink URL " + where + ": topic (the URL path) missing", "kafka");
   const Duration timeout{
       url.int_param("timeout_ms", 1, 3'600'000).value_or(options.timeout.count())};
+  const std::optional<std::string> partitioner = url.param("partitioner");
+  if (partitioner) {
+    bool known = false;
+    std::string names;
+    for (std::string_view p : kPartitioners) {
+      known = known || *partitioner == p;
+      names += names.empty() ? "" : ", ";
+      names += p;
+    }
+    if (!known)
+      throw ConfigError("kafka sink URL " + where + ": parameter 'partitioner' is '" +
+                            *partitioner + "'; it must be one of " + names +
+                            " (murmur2_random places keys as the Java client does)",
+                        "kafka");
+  }
 
   ConfPtr conf(rd_kafka_conf_new());
   set_property(conf.get(), "bootstrap.servers", url.host_list(9092), where);
@@ -352,6 +380,9 @@ std::unique_ptr<Sink> open_kafka_sink(std::string_view text, const SinkOptions& 
   // librdkafka waits up to 10 s between reconnects by default: after an outage the relay would
   // sit idle that long although the broker is back.
   set_property(conf.get(), "reconnect.backoff.max.ms", "1000", where);
+  // A topic property set on the global configuration applies to every topic handle the sink
+  // makes (rd_kafka_topic_new with no topic configuration of its own).
+  if (partitioner) set_property(conf.get(), "partitioner", *partitioner, where);
   for (const auto& [name, value] : url.query()) {
     if (name.find('.') == std::string::npos) continue;
     url.param(name);  // known: passed through to librdkafka, which validates it
@@ -367,7 +398,19 @@ std::unique_ptr<Sink> open_kafka_sink(std::string_view text, const SinkOptions& 
     throw ConfigError(
         "kafka sink URL " + where + ": credentials go in sasl.username / sasl.password parameters",
         "kafka");
-  return std::make_unique<KafkaSink>(url.path(), std::move(conf), timeout, where);
+  return {url.path(), std::move(conf), timeout, where};
+}
+
+}  // namespace
+
+std::unique_ptr<Sink> open_kafka_sink(std::string_view text, const SinkOptions& options) {
+  KafkaUrl u = parse_kafka_url(text, options);
+  return std::make_unique<KafkaSink>(std::move(u.topic), std::move(u.conf), u.timeout,
+                                     std::move(u.where));
+}
+
+void check_kafka_sink_url(std::string_view text) {
+  parse_kafka_url(text, SinkOptions{});
 }
 
 }  // namespace outpost
