@@ -4,23 +4,27 @@
 // run so that the ratio holds on a noisy shared machine.
 
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace outpost::bench {
 
 struct BenchOptions {
-  std::string store_url;         // required
-  std::string sink_url;          // empty: an in-process no-op handler
-  std::size_t events = 200'000;  // events in the throughput phase
-  std::size_t producers = 1;     // emitting threads (emit_many of emit_batch events each)
-  std::size_t emit_batch = 100;  // events per emit_many (one transaction)
-  std::size_t relays = 1;        // relays, each with its own Store object (and sink)
-  std::size_t batch = 100;       // relay claim batch
-  std::size_t concurrency = 1;   // sink concurrency
+  std::string store_url;          // required
+  std::string sink_url;           // empty: an in-process no-op handler
+  std::size_t events = 200'000;   // events in the throughput phase
+  std::size_t producers = 1;      // emitting threads (emit_many of emit_batch events each)
+  std::size_t emit_batch = 100;   // events per emit_many (one transaction)
+  std::size_t relays = 1;         // relays, each with its own Store object (and sink)
+  std::size_t sink_delay_ms = 0;  // the no-op sink takes this long per deliver() call
+  std::size_t batch = 100;        // relay claim batch
+  std::size_t concurrency = 1;    // sink concurrency
   std::size_t payload_bytes = 200;
   std::size_t keys = 1000;  // distinct event keys, round robin (0: empty key)
   bool unordered = false;
+  bool prefill = false;  // throughput phases: emit every event first, then time the relays alone
   bool no_pipeline = false;    // relays claim -> deliver -> settle strictly in turn
   double rate = 1000;          // events/s in the latency phase
   double latency_seconds = 3;  // length of the latency phase (0: skip it)
@@ -41,6 +45,15 @@ struct BenchResult {
   double baseline_events_per_s = 0;  // 0: no baseline for this store
   std::string baseline_what;
   double ratio = 0;
+  // Scale-out (docs/benchmarks.md, "Relays that add up"): each relay's share of the throughput
+  // phase, the same phase run again with one relay on the same store, and events_per_s over it
+  // (0 with one relay). Order breaks (an event of a key delivered after a later one of that key)
+  // and duplicates (an event delivered twice) over both phases; 0 expected.
+  std::vector<double> per_relay_events_per_s;
+  double single_relay_events_per_s = 0;
+  double scale_out = 0;
+  std::uint64_t order_breaks = 0;
+  std::uint64_t duplicates = 0;
   double sink_baseline_events_per_s = 0;  // broker sinks: a plain producer loop
   std::string sink_baseline_what;
   double sink_ratio = 0;

@@ -5,11 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -85,25 +88,63 @@ BenchResult::Cpu cpu_since(const CpuMark& start, std::size_t events) {
 }
 
 // What every relay's sink reports into: delivered count and, while recording, the
-// emit-to-delivery latency of each event (occurred_at is stamped at emit).
+// emit-to-delivery latency of each event (occurred_at is stamped at emit). While checking, each
+// delivery is also checked for per-key order and duplicates: event n of a phase has payload
+// {"n":n,...} and key n % keys (make_events), so a key's events arrive in increasing n.
 struct DeliveryStats {
   std::atomic<std::uint64_t> delivered{0};
   std::atomic<bool> recording{false};
   std::mutex mu;
   std::vector<double> latencies_ms;  // guarded by mu
+
+  // Starts checking a phase of `events` events over `keys` keys (0: no per-key order).
+  void check(std::size_t events, std::size_t keys, bool ordered) {
+    std::lock_guard lock(check_mu);
+    seen.assign(events, 0);
+    last_of_key.assign(ordered ? keys : 0, -1);
+    checking = true;
+  }
+  void stop_checking() {
+    std::lock_guard lock(check_mu);
+    checking = false;
+  }
+  void checked(std::span<const StoredEvent> events, const std::vector<DeliveryResult>& results) {
+    std::lock_guard lock(check_mu);
+    if (!checking) return;
+    for (std::size_t i = 0; i < events.size() && i < results.size(); ++i) {
+      if (!results[i].ok()) continue;
+      const std::string& p = events[i].payload;
+      if (p.rfind("{\"n\":", 0) != 0) continue;
+      const std::int64_t n = std::strtoll(p.c_str() + 5, nullptr, 10);
+      if (n < 0 || std::size_t(n) >= seen.size()) continue;
+      if (seen[std::size_t(n)]++) ++duplicates;
+      if (last_of_key.empty()) continue;
+      auto& last = last_of_key[std::size_t(n) % last_of_key.size()];
+      if (n < last) ++order_breaks;
+      last = std::max(last, n);
+    }
+  }
+
+  std::mutex check_mu;
+  bool checking = false;                  // guarded by check_mu
+  std::vector<std::uint8_t> seen;         // per event n: times delivered; guarded by check_mu
+  std::vector<std::int64_t> last_of_key;  // highest n delivered per key; guarded by check_mu
+  std::uint64_t order_breaks = 0, duplicates = 0;  // guarded by check_mu
 };
 
-// The no-op handler (inner == nullptr) or a counting decorator around a real sink.
+// The no-op handler (inner == nullptr; taking `delay` per call, a stand-in for a broker's or a
+// webhook's round trip) or a counting decorator around a real sink.
 class MeasuringSink final : public Sink {
  public:
-  MeasuringSink(DeliveryStats& stats, std::unique_ptr<Sink> inner)
-      : stats_(stats), inner_(std::move(inner)) {}
+  MeasuringSink(DeliveryStats& stats, std::unique_ptr<Sink> inner, Duration delay)
+      : stats_(stats), inner_(std::move(inner)), delay_(delay) {}
   std::string_view name() const override { return inner_ ? inner_->name() : "noop"; }
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
     std::vector<DeliveryResult> results;
     if (inner_) {
       results = inner_->deliver(events);
     } else {
+      if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
       results.assign(events.size(), DeliveryResult::delivered());
     }
     std::uint64_t ok = 0;
@@ -119,16 +160,21 @@ class MeasuringSink final : public Sink {
       std::lock_guard lock(stats_.mu);
       stats_.latencies_ms.insert(stats_.latencies_ms.end(), local.begin(), local.end());
     }
+    stats_.checked(events, results);
     stats_.delivered.fetch_add(ok, std::memory_order_relaxed);
+    delivered_.fetch_add(ok, std::memory_order_relaxed);
     return results;
   }
   void close() override {
     if (inner_) inner_->close();
   }
+  std::uint64_t delivered() const { return delivered_.load(); }
 
  private:
   DeliveryStats& stats_;
   std::unique_ptr<Sink> inner_;
+  const Duration delay_;
+  std::atomic<std::uint64_t> delivered_{0};  // by this relay
 };
 
 // N relays, each with its own Store object (except for in-process stores, which cannot be
@@ -146,7 +192,8 @@ class RelayGroup {
       sink_options.concurrency = o.concurrency;
       std::unique_ptr<Sink> inner;
       if (!o.sink_url.empty()) inner = open_sink(o.sink_url, sink_options);
-      auto sink = std::make_unique<MeasuringSink>(stats, std::move(inner));
+      auto sink = std::make_unique<MeasuringSink>(
+          stats, std::move(inner), Duration(static_cast<std::int64_t>(o.sink_delay_ms)));
       RelayOptions ro;
       ro.batch_size = o.batch;
       ro.order = o.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
@@ -165,6 +212,12 @@ class RelayGroup {
     for (auto& r : relays_) threads_.emplace_back([&r] { r->run(); });
   }
   ~RelayGroup() { stop(); }
+  // Events delivered by each relay so far.
+  std::vector<std::uint64_t> delivered() const {
+    std::vector<std::uint64_t> out;
+    for (const auto& s : sinks_) out.push_back(s->delivered());
+    return out;
+  }
   void stop() {
     for (auto& r : relays_) r->stop();
     for (auto& t : threads_)
@@ -174,7 +227,7 @@ class RelayGroup {
  private:
   std::atomic<int> errors_{0};
   std::vector<std::shared_ptr<Store>> stores_;
-  std::vector<std::unique_ptr<Sink>> sinks_;
+  std::vector<std::unique_ptr<MeasuringSink>> sinks_;
   std::vector<std::unique_ptr<Relay>> relays_;
   std::vector<std::thread> threads_;
 };
@@ -315,6 +368,8 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
   if (o.batch == 0) throw ConfigError("bench: --batch must be >= 1");
   if (o.emit_batch == 0) throw ConfigError("bench: --emit-batch must be >= 1");
   if (o.latency_seconds > 0 && o.rate <= 0) throw ConfigError("bench: --rate must be > 0");
+  if (o.sink_delay_ms > 0 && !o.sink_url.empty())
+    throw ConfigError("bench: --sink-delay-ms applies to the no-op sink only (drop --sink)");
 
   const std::string scheme = scheme_of(o.store_url);
   const bool in_process = scheme == "memory" || o.store_url.find(":memory:") != std::string::npos;
@@ -344,21 +399,62 @@ BenchResult run_bench(const BenchOptions& o, std::ostream& out) {
   DeliveryStats stats;
   // Phase 1: throughput, producers and relays running together.
   {
+    stats.check(o.events, o.keys, !o.unordered);
+    double emit_s = 0;
+    if (o.prefill) {
+      auto e0 = SteadyClock::now();
+      emit_all(*store, o, o.events, o.producers);
+      emit_s = seconds_since(e0);
+    }
     RelayGroup relays(o, store, in_process, stats);
     const CpuMark cpu0 = cpu_mark();
     auto t0 = SteadyClock::now();
-    emit_all(*store, o, o.events, o.producers);
-    double emit_s = seconds_since(t0);
+    if (!o.prefill) {
+      emit_all(*store, o, o.events, o.producers);
+      emit_s = seconds_since(t0);
+    }
     wait_delivered(stats, o.events, "throughput phase");
     r.seconds = seconds_since(t0);
     r.cpu = cpu_since(cpu0, o.events);
     r.events_per_s = double(o.events) / r.seconds;
     r.emit_events_per_s = double(o.events) / emit_s;
+    for (auto d : relays.delivered()) r.per_relay_events_per_s.push_back(double(d) / r.seconds);
     relays.stop();
   }
-  out << "  throughput: " << fmt(r.events_per_s, 0) << " events/s end-to-end (" << fmt(r.seconds, 2)
+  out << "  throughput: " << fmt(r.events_per_s, 0) << " events/s "
+      << (o.prefill ? "draining the prefilled backlog (" : "end-to-end (") << fmt(r.seconds, 2)
       << " s; producers alone " << fmt(r.emit_events_per_s, 0) << " events/s)\n";
   print_cpu(out, r.cpu);
+  if (o.relays > 1) {
+    out << "  per relay events/s:";
+    for (double v : r.per_relay_events_per_s) out << " " << fmt(v, 0);
+    out << "\n";
+    // Phase 1b: the same phase with one relay on the same (now drained) store, for the
+    // scale-out ratio in one run.
+    BenchOptions one = o;
+    one.relays = 1;
+    std::uint64_t base = stats.delivered.load();
+    stats.check(o.events, o.keys, !o.unordered);
+    if (o.prefill) emit_all(*store, one, o.events, o.producers);
+    RelayGroup relays(one, store, in_process, stats);
+    auto t0 = SteadyClock::now();
+    if (!o.prefill) emit_all(*store, one, o.events, o.producers);
+    wait_delivered(stats, base + o.events, "single-relay phase");
+    r.single_relay_events_per_s = double(o.events) / seconds_since(t0);
+    r.scale_out = r.events_per_s / r.single_relay_events_per_s;
+    relays.stop();
+    out << "  one relay: " << fmt(r.single_relay_events_per_s, 0) << " events/s; scale-out "
+        << o.relays << " relays / 1: " << fmt(r.scale_out, 2) << "x\n";
+  }
+  stats.stop_checking();
+  {
+    std::lock_guard lock(stats.check_mu);
+    r.order_breaks = stats.order_breaks;
+    r.duplicates = stats.duplicates;
+  }
+  out << "  order breaks " << r.order_breaks << ", duplicates " << r.duplicates
+      << (o.unordered || o.keys == 0 ? " (no per-key order checked)" : "") << "\n"
+      << std::flush;
 
   // Phase 2: latency at a steady rate, one event per transaction.
   if (o.latency_seconds > 0) {
@@ -515,7 +611,14 @@ std::string BenchResult::to_json(const BenchOptions& o) const {
     << ",\"producers\":" << o.producers << ",\"relays\":" << o.relays << ",\"batch\":" << o.batch
     << ",\"emit_batch\":" << o.emit_batch << ",\"payload_bytes\":" << o.payload_bytes
     << ",\"ordered\":" << (o.unordered ? "false" : "true")
-    << ",\"pipeline\":" << (o.no_pipeline ? "false" : "true");
+    << ",\"pipeline\":" << (o.no_pipeline ? "false" : "true")
+    << ",\"prefill\":" << (o.prefill ? "true" : "false") << ",\"sink_delay_ms\":" << o.sink_delay_ms
+    << ",\"per_relay_events_per_s\":[";
+  for (std::size_t i = 0; i < per_relay_events_per_s.size(); ++i)
+    j << (i ? "," : "") << num(per_relay_events_per_s[i]);
+  j << "],\"single_relay_events_per_s\":" << num(single_relay_events_per_s)
+    << ",\"scale_out\":" << num(scale_out) << ",\"order_breaks\":" << order_breaks
+    << ",\"duplicates\":" << duplicates;
   if (!o.sink_url.empty())
     j << ",\"sink_baseline_events_per_s\":" << num(sink_baseline_events_per_s)
       << ",\"sink_ratio\":" << num(sink_ratio) << ",\"sink_baseline\":" << str(sink_baseline_what)

@@ -55,6 +55,11 @@ Runner add_bench_command(CLI::App& root) {
   sub->add_option("--relays", o->relays, "Relays, each with its own store connection")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{64}));
+  sub->add_option("--sink-delay-ms", o->sink_delay_ms,
+                  "The no-op sink takes this long per deliver() call (a broker's or webhook's "
+                  "round trip)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, std::size_t{60'000}));
   sub->add_option("--batch", o->batch, "Relay claim batch")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000}));
@@ -68,6 +73,8 @@ Runner add_bench_command(CLI::App& root) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, std::size_t{100'000'000}));
   sub->add_flag("--unordered", o->unordered, "Unordered claims");
+  sub->add_flag("--prefill", o->prefill,
+                "Emit every event first, then time the relays draining the backlog");
   sub->add_flag("--no-pipeline", o->no_pipeline,
                 "Relays claim, deliver and settle strictly in turn (no overlap; for comparison)");
   sub->add_option("--rate", o->rate, "Events/s in the latency phase")

@@ -364,6 +364,39 @@ TEST_F(CliTest, BenchPrintsTheDesignJsonLastWithABaseline) {
   EXPECT_GT(j["peak_rss_mb"].get<double>(), 1.0);
 }
 
+// Issue 19: --relays N with a slow no-op sink reports each relay's share, the same phase with
+// one relay and the ratio between them, and checks per-key order and duplicates.
+TEST_F(CliTest, BenchReportsScaleOutAgainstOneRelayInTheSameRun) {
+  auto r = run_cli({"bench", "--store", "sqlite:" + dir_ / "scale.db", "--events", "2000",
+                    "--relays", "2", "--sink-delay-ms", "5", "--prefill", "--keys", "50",
+                    "--latency-seconds", "0", "--no-backlog-check", "--no-baseline", "--json"},
+                   {}, 120s);
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto j = json::parse(lines_of(r.out).back());
+  EXPECT_EQ(j["relays"], 2);
+  EXPECT_EQ(j["sink_delay_ms"], 5);
+  EXPECT_EQ(j["prefill"], true);
+  ASSERT_EQ(j["per_relay_events_per_s"].size(), 2u) << r.out;
+  double sum = 0;
+  for (const auto& v : j["per_relay_events_per_s"]) sum += v.get<double>();
+  EXPECT_NEAR(sum, j["events_per_s"].get<double>(), j["events_per_s"].get<double>() * 0.01);
+  ASSERT_GT(j["single_relay_events_per_s"].get<double>(), 0);
+  EXPECT_NEAR(j["scale_out"].get<double>(),
+              j["events_per_s"].get<double>() / j["single_relay_events_per_s"].get<double>(), 1e-3);
+  EXPECT_EQ(j["order_breaks"], 0);
+  EXPECT_EQ(j["duplicates"], 0);
+  // 5 ms per call of at most 100 events: one relay cannot pass 20,000 events/s.
+  EXPECT_LT(j["single_relay_events_per_s"].get<double>(), 20000) << r.out;
+}
+
+TEST_F(CliTest, BenchRefusesASinkDelayWithARealSink) {
+  auto r = run_cli(
+      {"bench", "--store", "sqlite:" + dir_ / "d.db", "--sink", sink(), "--sink-delay-ms", "5"});
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find("--sink-delay-ms"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "d.db"));
+}
+
 TEST_F(CliTest, BenchRefusesAStoreWithUndeliveredEvents) {
   emit_n(1);
   auto r = run_cli({"bench", "--store", store(), "--events", "10", "--json"});
