@@ -22,7 +22,7 @@ std::vector<Row> sqlite_query(void*, std::string_view, const std::vector<Param>&
 void sqlite_script(void*, const std::string&) {
   throw ConfigError("this build has no SQLite support");
 }
-std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string&, int) {
+std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string&, int, bool) {
   throw ConfigError("this build has no SQLite support (sqlite: checkpoint stores)");
 }
 #endif

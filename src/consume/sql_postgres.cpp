@@ -1,4 +1,5 @@
-// SqlTx and SqlConnection on PostgreSQL (libpq, text parameters and results).
+// SqlTx and SqlConnection on PostgreSQL (libpq, text parameters and results), on the store's
+// PostgreSQL layer (src/stores/postgres/pg_conn.h: one error mapping, the handles).
 
 #include <libpq-fe.h>
 
@@ -8,8 +9,12 @@
 #include "consume/schema.h"
 #include "consume/sql.h"
 #include "outpost/error.h"
+#include "stores/postgres/pg_conn.h"
 
 namespace outpost::consume {
+
+using pg::ResultPtr;
+
 namespace {
 
 std::string trim(std::string s) {
@@ -17,32 +22,9 @@ std::string trim(std::string s) {
   return s;
 }
 
-struct ResultDeleter {
-  void operator()(PGresult* r) const noexcept { PQclear(r); }
-};
-using ResultPtr = std::unique_ptr<PGresult, ResultDeleter>;
-
-// The one mapping of libpq failures to outpost errors for the consuming side, with the outbox
-// store's classes (src/stores/postgres/pg_conn.cpp): a connection lost or refused and a server
-// shutting down are retryable; here also what a server that is short of resources says (class
-// 53: disk full, out of memory, too many connections; 58030 I/O error), which the consumer
-// retries with backoff instead of ending (docs/consumers.md, "Failure classes").
+// The caller's own connection (the inbox) has no endpoint: its messages name no server.
 [[noreturn]] void fail(PGconn* conn, const PGresult* res, std::string_view what) {
-  std::string state, message;
-  if (res) {
-    if (const char* s = PQresultErrorField(res, PG_DIAG_SQLSTATE)) state = s;
-    message = trim(PQresultErrorMessage(res));
-  }
-  if (message.empty()) message = trim(PQerrorMessage(conn));
-  std::string text = std::string(what) + " on PostgreSQL: " + message;
-  if (PQstatus(conn) != CONNECTION_OK || state.empty() || state.starts_with("08") ||
-      state.starts_with("57P") || state == "53000" || state == "53100" || state == "53200" ||
-      state == "53300" || state == "58030")
-    throw ConnectionError("postgres", text, state);
-  if (state == "23505") throw Error(ErrorCode::conflict, "postgres", text, state);
-  if (state == "57014" || state == "40001" || state == "40P01" || state == "55P03")
-    throw TimeoutError("postgres", text + " (SQLSTATE " + state + ")");
-  throw Error(ErrorCode::backend, "postgres", text, state);
+  pg::throw_error(std::string_view(), conn, res, what);
 }
 
 bool ok(const PGresult* r) {
@@ -86,10 +68,6 @@ void postgres_script(void* handle, const std::string& sql) {
 }
 
 namespace {
-
-struct ConnDeleter {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
-};
 
 class PostgresConnection final : public SqlConnection {
  public:
@@ -143,7 +121,7 @@ class PostgresConnection final : public SqlConnection {
 
  private:
   std::string where_;
-  std::unique_ptr<PGconn, ConnDeleter> conn_;
+  pg::ConnPtr conn_;
 };
 
 }  // namespace

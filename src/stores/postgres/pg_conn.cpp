@@ -114,7 +114,25 @@ bool broken(PGconn* conn) {
   return !conn || PQstatus(conn) != CONNECTION_OK;
 }
 
-void throw_error(const Endpoint& ep, PGconn* conn, const PGresult* res, std::string_view what) {
+namespace {
+
+// SQLSTATEs of a server that is short of resources or cannot do I/O now (class 53: out of disk,
+// memory or connections; 58030): an outage that passes, retried like a lost connection. Not 53400
+// (configuration_limit_exceeded): a setting has to change first.
+bool out_of_resources(std::string_view state) {
+  return state == "53000" || state == "53100" || state == "53200" || state == "53300" ||
+         state == "58030";
+}
+
+// The transaction was rolled back by the server and may simply run again: a statement or lock
+// wait cancelled by its timeout, a serialization failure, a deadlock.
+bool run_again(std::string_view state) {
+  return state == "57014" || state == "55P03" || state == "40001" || state == "40P01";
+}
+
+}  // namespace
+
+void throw_error(std::string_view where, PGconn* conn, const PGresult* res, std::string_view what) {
   std::string state;
   std::string message;
   if (res) {
@@ -122,15 +140,26 @@ void throw_error(const Endpoint& ep, PGconn* conn, const PGresult* res, std::str
     message = trim(PQresultErrorMessage(res));
   }
   if (message.empty() && conn) message = trim(PQerrorMessage(conn));
-  std::string text = std::string(what) + " on PostgreSQL at " + ep.where + ": " + message;
+  std::string text = std::string(what) + " on PostgreSQL" +
+                     (where.empty() ? std::string() : " at " + std::string(where)) + ": " + message;
+  // Lost: the connection broke, or the server is going away or not yet accepting (57P01..57P03
+  // shutdown/crash/starting, 57P05 idle session timeout), or no SQLSTATE at all.
   bool lost = broken(conn) || state.empty() || state.starts_with("08") || state == "57P01" ||
-              state == "57P02" || state == "57P03";
+              state == "57P02" || state == "57P03" || state == "57P05";
   if (lost) throw ConnectionError("postgres", text, state);
+  // The server answered (nothing was done, nothing is in doubt) that it cannot do it now: an
+  // outage of the same class as a lost connection, but not a ConnectionError, which callers
+  // read as "the statement may have run" (the store's append: InDoubtError).
+  if (out_of_resources(state)) throw Error(ErrorCode::connection, "postgres", text, state);
   if (state == "23505") throw Error(ErrorCode::conflict, "postgres", text, state);
-  if (state == "57014") throw TimeoutError("postgres", text);
+  if (run_again(state)) throw TimeoutError("postgres", text + " (SQLSTATE " + state + ")");
   if (state == "42P01" || state == "42703")
-    throw Error(ErrorCode::corrupt, "postgres", text + " (is the outbox schema current?)", state);
+    throw Error(ErrorCode::corrupt, "postgres", text + " (is the schema current?)", state);
   throw Error(ErrorCode::backend, "postgres", text, state);
+}
+
+void throw_error(const Endpoint& ep, PGconn* conn, const PGresult* res, std::string_view what) {
+  throw_error(ep.where, conn, res, what);
 }
 
 Pool::Lease Pool::get() {

@@ -1,6 +1,9 @@
 #pragma once
-// libpq plumbing for the PostgreSQL store: owned handles, a connection pool, binary parameter
-// and result codecs, and the one place where libpq/SQLSTATE errors become outpost errors.
+// The PostgreSQL access layer of outpost (libpq): owned handles, connections whose every wait is
+// bounded (timeout_ms), a connection pool, binary parameter and result codecs, and the one place
+// where libpq/SQLSTATE errors become outpost errors. The outbox store and the consuming side
+// (checkpoint store, inbox: src/consume/sql_postgres.cpp) both use it, so a failure is retried
+// or not alike on both sides (docs/consumers.md, "Failure classes").
 
 #include <libpq-fe.h>
 
@@ -42,9 +45,21 @@ struct Endpoint {
 // ConnectionError naming the endpoint. libpq's connect_timeout bounds the connect itself.
 ConnPtr connect(const Endpoint& ep);
 
-// Throws the outpost error for a failed statement (or a null result): ConnectionError when the
-// connection broke or the server is going away (class 08, 57P0x), Error(conflict) for unique
-// violations, TimeoutError for cancels, Error(backend) otherwise. `what` names the operation.
+// Throws the outpost error for a failed statement (or a null result), the one mapping of
+// PostgreSQL failures to failure classes:
+// - ConnectionError (an outage, retried; a write in flight is in doubt): the connection broke,
+//   the server is going away or not up yet (class 08, 57P01/02/03/05);
+// - Error(ErrorCode::connection) (an outage, retried; the server answered, nothing is in doubt):
+//   the server is short of resources (class 53 but 53400: disk full, out of memory, too many
+//   connections; 58030 I/O error);
+// - TimeoutError (retried: the server rolled the statement back and it may simply run again):
+//   57014 statement timeout, 55P03 lock timeout, 40001 serialization failure, 40P01 deadlock;
+// - Error(conflict) for unique violations (23505), Error(corrupt) for a missing table or column
+//   (42P01, 42703), Error(backend) otherwise.
+// The SQLSTATE is the error's native_code() (but on TimeoutError, where the text names it).
+// `what` names the operation, `where` the server (may be empty: the caller's own connection).
+[[noreturn]] void throw_error(std::string_view where, PGconn* conn, const PGresult* res,
+                              std::string_view what);
 [[noreturn]] void throw_error(const Endpoint& ep, PGconn* conn, const PGresult* res,
                               std::string_view what);
 

@@ -110,22 +110,42 @@ DbPtr open_read_only(const std::string& path, bool immutable) {
   throw_sqlite(raw, rc, "cannot be read", path);
 }
 
-void set_wal(Conn& c, const std::string& path) {
-  sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(c.db(), "PRAGMA journal_mode=WAL", -1, &raw, nullptr);
-  StmtPtr s(raw);
-  if (rc != SQLITE_OK) throw_sqlite(c.db(), rc, "is not usable", path);
-  rc = sqlite3_step(raw);
-  if (rc != SQLITE_ROW) throw_sqlite(c.db(), rc, "could not be switched to WAL", path);
-  std::string mode = column_text(raw, 0);
-  if (mode != "wal") throw_no_wal(path, "journal mode " + mode);
-}
-
 int busy_ms(std::chrono::milliseconds timeout) {
   return static_cast<int>(std::min<std::int64_t>(timeout.count(), INT32_MAX));
 }
 
 }  // namespace
+
+DbPtr open_read_write(const std::string& path, bool create,
+                      std::chrono::milliseconds busy_timeout) {
+  sqlite3* raw = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  DbPtr db(raw);
+  if (rc != SQLITE_OK) throw_sqlite(raw, rc, "cannot be opened", path);
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, busy_ms(busy_timeout));
+  return db;
+}
+
+void use_wal(sqlite3* db, const std::string& path, std::chrono::milliseconds busy_timeout,
+             bool synchronous_full) {
+  with_busy_retry(busy_timeout, [&] {
+    sqlite3_stmt* raw = nullptr;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &raw, nullptr);
+    StmtPtr s(raw);
+    if (rc != SQLITE_OK) throw_sqlite(db, rc, "is not usable", path);
+    rc = sqlite3_step(raw);
+    if (rc != SQLITE_ROW) throw_sqlite(db, rc, "could not be switched to WAL", path);
+    std::string mode = column_text(raw, 0);
+    if (mode != "wal") throw_no_wal(path, "journal mode " + mode);
+  });
+  const char* sync = synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL";
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sync, nullptr, nullptr, &err);
+  sqlite3_free(err);
+  if (rc != SQLITE_OK) throw_sqlite(db, rc, std::string("executing ") + sync);
+}
 
 Conn open_connection(const OpenSpec& spec, bool writer) {
   if (spec.open == StoreOptions::Open::read_only) {
@@ -134,21 +154,12 @@ Conn open_connection(const OpenSpec& spec, bool writer) {
     sqlite3_busy_timeout(c.db(), busy_ms(spec.busy_timeout));
     return c;
   }
-  sqlite3* raw = nullptr;
   const bool create = writer && spec.open == StoreOptions::Open::create;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-  int rc = sqlite3_open_v2(spec.path.c_str(), &raw, flags, nullptr);
-  DbPtr db(raw);
-  if (rc != SQLITE_OK) throw_sqlite(raw, rc, "cannot be opened", spec.path);
-  sqlite3_extended_result_codes(raw, 1);
-  Conn c(std::move(db));
   // Writes retry BEGIN IMMEDIATE themselves (begin_immediate); a short handler timeout keeps
   // that loop responsive. Reads wait the whole busy timeout.
-  sqlite3_busy_timeout(raw, writer ? 20 : busy_ms(spec.busy_timeout));
-  if (!spec.memory) {
-    with_busy_retry(spec.busy_timeout, [&] { set_wal(c, spec.path); });
-    c.exec(spec.synchronous_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
-  }
+  Conn c(open_read_write(spec.path, create,
+                         writer ? std::chrono::milliseconds(20) : spec.busy_timeout));
+  if (!spec.memory) use_wal(c.db(), spec.path, spec.busy_timeout, spec.synchronous_full);
   return c;
 }
 

@@ -1,7 +1,11 @@
 #pragma once
-// SQLite handles for the store: connections with their prepared-statement cache, the small
-// step/bind/column helpers, reading an event row, and the one place where SQLite result codes
-// and the store's own failures become outpost errors (sqlite_conn.cpp).
+// The SQLite access layer of outpost: the outbox store's connections (with their prepared-statement
+// cache) and the consuming side's (checkpoint store, inbox: src/consume/sql_sqlite.cpp) are
+// opened, configured and mapped to errors here, once. It holds the C-handle deleters, opening
+// with busy timeout and WAL, the small step/bind/column helpers, reading an event row, and the
+// one place where SQLite result codes become outpost errors (docs/architecture.md, "Failure
+// classes" in docs/consumers.md: a lock held too long, an I/O error or a full disk is an outage,
+// retried; a file that is not a database is not).
 
 #include <sqlite3.h>
 
@@ -45,6 +49,16 @@ struct StmtFinalize {
 };
 using DbPtr = std::unique_ptr<sqlite3, DbClose>;
 using StmtPtr = std::unique_ptr<sqlite3_stmt, StmtFinalize>;
+
+// Opens `path` for reading and writing (creating the file when `create`), with extended result
+// codes and SQLite's busy handler waiting up to `busy_timeout` for another connection's lock.
+// Throws through throw_sqlite, naming the file.
+DbPtr open_read_write(const std::string& path, bool create, std::chrono::milliseconds busy_timeout);
+// Switches the file to WAL (retried while another process holds a lock, up to `busy_timeout`;
+// any other journal mode afterwards is a ConnectionError) and sets the synchronous level: NORMAL
+// survives a process crash (kill -9), FULL also a power loss. Not for ":memory:".
+void use_wal(sqlite3* db, const std::string& path, std::chrono::milliseconds busy_timeout,
+             bool synchronous_full);
 
 // Resets a cached statement when a use of it ends (also on exceptions), so it holds no read
 // snapshot or lock between uses.
