@@ -21,6 +21,7 @@ struct ParsedUrl {
   std::string path;  // sqlite
   int busy_timeout_ms = 30000;
   std::vector<std::string> keys, values;  // postgres
+  Duration io_timeout{10'000};            // postgres: timeout_ms, the store's default
   std::string where;
   std::string redacted;
 };
@@ -55,9 +56,15 @@ ParsedUrl parse_url(std::string_view text) {
     if (!url.user().empty()) add("user", url.user());
     if (!url.password().empty()) add("password", url.password());
     if (!url.path().empty()) add("dbname", url.path());
-    for (const char* k : {"connect_timeout", "sslmode", "sslrootcert", "sslcert", "sslkey",
-                          "application_name", "target_session_attrs"})
+    if (auto t = url.int_param("connect_timeout", 0, 86'400))
+      add("connect_timeout", std::to_string(*t));
+    else  // a server that is down must fail fast, not hang the consumer: the store's default
+      add("connect_timeout", "5");
+    for (const char* k : {"sslmode", "sslrootcert", "sslcert", "sslkey", "application_name",
+                          "target_session_attrs"})
       if (auto v = url.param(k)) add(k, *v);
+    // Client-side deadline of each statement, the store's timeout_ms (docs/consumers.md).
+    if (auto v = url.int_param("timeout_ms", 1, 600'000)) p.io_timeout = Duration(*v);
     p.where = (hosts.empty() ? "local socket" : hosts + ":" + ports) + "/" + url.path();
   } else {
     throw ConfigError("bad checkpoint store URL '" + p.redacted + "': scheme '" + url.scheme() +
@@ -297,7 +304,7 @@ std::unique_ptr<CheckpointStore> open_checkpoint_store(std::string_view text, Ch
     impl->conn = consume::open_sqlite_connection(p.path, p.busy_timeout_ms, impl->create_tables);
   } else {
     impl->kind = TxHandle::Kind::postgres;
-    impl->conn = consume::open_postgres_connection(p.keys, p.values, p.where);
+    impl->conn = consume::open_postgres_connection(p.keys, p.values, p.where, p.io_timeout);
   }
   if (!impl->create_tables) {
     // Same rule on every engine: no consumer tables, no consumer state; say so, create nothing.

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "consume/checkpoint_store.h"
+#include "consume/inbox_sql.h"
 #include "consume/message.h"
 #include "consume/read_ahead.h"
 #include "core/names.h"
@@ -217,7 +218,7 @@ struct Consumer::Impl {
 
   void purge_if_due() {
     if (options.inbox_retention.count() <= 0 || SteadyClock::now() < next_purge) return;
-    store.in_tx([&](SqlTx& tx) { inbox.purge(tx.handle()); });
+    store.in_tx([&](SqlTx& tx) { consume::inbox_purge(inbox, tx, options.inbox_retention); });
     next_purge = SteadyClock::now() + std::chrono::minutes(10);
   }
 
@@ -246,7 +247,7 @@ struct Consumer::Impl {
   void park(const SqlTx& tx, const Message& m, int attempts, const std::string& error) {
     store.park(tx, options.group, m, attempts, error);
     if (!m.event.id.is_nil())
-      inbox.record_new(std::span<const EventId>(&m.event.id, 1), tx.handle());
+      consume::inbox_record_new(inbox, tx, std::span<const EventId>(&m.event.id, 1));
     if (options.ordered && !m.event.key.empty()) held.insert(m.event.key);
     count([](auto& c) { ++c.parked; });
   }
@@ -269,7 +270,7 @@ struct Consumer::Impl {
           ids.push_back(msgs[i].event.id);
           with_id.push_back(i);
         }
-      auto fresh_flags = inbox.record_new(ids, tx.handle());
+      auto fresh_flags = consume::inbox_record_new(inbox, tx, ids);
       std::set<std::size_t> duplicate;
       for (std::size_t k = 0; k < with_id.size(); ++k)
         if (!fresh_flags[k]) duplicate.insert(with_id[k]);
@@ -355,7 +356,7 @@ struct Consumer::Impl {
         if (!msgs[i].event.id.is_nil()) forget.push_back(msgs[i].event.id);
       }
       std::sort(out.retry.begin(), out.retry.end());
-      inbox.forget(forget, tx.handle());
+      consume::inbox_forget(inbox, tx, forget);
       if (out.retry.empty()) save(tx, checkpoint);
       commit(tx);
       std::size_t done = work.size() - failures.size() - down.size();

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "consume/inbox_sql.h"
 #include "consume/schema.h"
 #include "consume/sql.h"
 #include "core/names.h"
@@ -71,18 +72,21 @@ bool Inbox::record(const EventId& id, TxHandle tx) const {
   return record_new(std::span<const EventId>(&id, 1), tx)[0];
 }
 
-std::vector<bool> Inbox::record_new(std::span<const EventId> ids, TxHandle tx) const {
+namespace consume {
+
+std::vector<bool> inbox_record_new(const Inbox& inbox, const SqlTx& sql,
+                                   std::span<const EventId> ids) {
   std::vector<bool> fresh(ids.size(), false);
   if (ids.empty()) return fresh;
-  consume::SqlTx sql(tx);
-  consume::ensure_inbox_table(sql, table());
+  const std::string table = inbox.table();
+  ensure_inbox_table(sql, table);
   // One statement for the whole batch: the rows that were inserted are the new ids. A conflicting
   // row of a concurrent, uncommitted transaction makes this statement wait for its outcome.
   auto rows =
-      sql.query("INSERT INTO " + table() + " (consumer, event_id, recorded_at) SELECT $1, value, " +
+      sql.query("INSERT INTO " + table + " (consumer, event_id, recorded_at) SELECT $1, value, " +
                     sql.now_ms() + " FROM " + sql.json_text_elements(2) +
                     " WHERE true ON CONFLICT DO NOTHING RETURNING event_id",
-                {options_.consumer, ids_json(ids)});
+                {inbox.options().consumer, ids_json(ids)});
   // The rows hold the ids as ids_json wrote them (canonical text): compare them as ids.
   std::unordered_set<EventId, EventIdHash> inserted;
   inserted.reserve(rows.size());
@@ -98,13 +102,35 @@ std::vector<bool> Inbox::record_new(std::span<const EventId> ids, TxHandle tx) c
   return fresh;
 }
 
+void inbox_forget(const Inbox& inbox, const SqlTx& sql, std::span<const EventId> ids) {
+  if (ids.empty()) return;
+  const std::string table = inbox.table();
+  ensure_inbox_table(sql, table);
+  sql.exec("DELETE FROM " + table + " WHERE consumer = $1 AND event_id IN (SELECT value FROM " +
+               sql.json_text_elements(2) + ")",
+           {inbox.options().consumer, ids_json(ids)});
+}
+
+std::size_t inbox_purge(const Inbox& inbox, const SqlTx& sql, Duration age) {
+  if (age.count() <= 0) return 0;
+  const std::string table = inbox.table();
+  ensure_inbox_table(sql, table);
+  return static_cast<std::size_t>(sql.exec("DELETE FROM " + table +
+                                               " WHERE consumer = $1 AND recorded_at < " +
+                                               sql.now_ms() + " - CAST($2 AS BIGINT)",
+                                           {inbox.options().consumer, millis(age)}));
+}
+
+}  // namespace consume
+
+std::vector<bool> Inbox::record_new(std::span<const EventId> ids, TxHandle tx) const {
+  if (ids.empty()) return {};
+  return consume::inbox_record_new(*this, consume::SqlTx(tx), ids);
+}
+
 void Inbox::forget(std::span<const EventId> ids, TxHandle tx) const {
   if (ids.empty()) return;
-  consume::SqlTx sql(tx);
-  consume::ensure_inbox_table(sql, table());
-  sql.exec("DELETE FROM " + table() + " WHERE consumer = $1 AND event_id IN (SELECT value FROM " +
-               sql.json_text_elements(2) + ")",
-           {options_.consumer, ids_json(ids)});
+  consume::inbox_forget(*this, consume::SqlTx(tx), ids);
 }
 
 bool Inbox::contains(const EventId& id, TxHandle tx) const {
@@ -118,12 +144,7 @@ bool Inbox::contains(const EventId& id, TxHandle tx) const {
 std::size_t Inbox::purge(TxHandle tx, std::optional<Duration> older_than) const {
   Duration age = older_than.value_or(options_.retention);
   if (age.count() <= 0) return 0;
-  consume::SqlTx sql(tx);
-  consume::ensure_inbox_table(sql, table());
-  return static_cast<std::size_t>(sql.exec("DELETE FROM " + table() +
-                                               " WHERE consumer = $1 AND recorded_at < " +
-                                               sql.now_ms() + " - CAST($2 AS BIGINT)",
-                                           {options_.consumer, millis(age)}));
+  return consume::inbox_purge(*this, consume::SqlTx(tx), age);
 }
 
 }  // namespace outpost

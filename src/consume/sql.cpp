@@ -11,9 +11,9 @@ namespace outpost::consume {
 std::vector<Row> sqlite_query(void* db, std::string_view sql, const std::vector<Param>& params,
                               std::int64_t* changes);
 void sqlite_script(void* db, const std::string& sql);
-std::vector<Row> postgres_query(void* conn, std::string_view sql, const std::vector<Param>& params,
-                                std::int64_t* changes);
-void postgres_script(void* conn, const std::string& sql);
+std::vector<Row> postgres_query(void* conn, const pg::Endpoint* io, std::string_view sql,
+                                const std::vector<Param>& params, std::int64_t* changes);
+void postgres_script(void* conn, const pg::Endpoint* io, const std::string& sql);
 
 #ifndef OUTPOST_CONSUME_HAVE_SQLITE
 std::vector<Row> sqlite_query(void*, std::string_view, const std::vector<Param>&, std::int64_t*) {
@@ -27,14 +27,16 @@ std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string&, int, b
 }
 #endif
 #ifndef OUTPOST_CONSUME_HAVE_POSTGRES
-std::vector<Row> postgres_query(void*, std::string_view, const std::vector<Param>&, std::int64_t*) {
+std::vector<Row> postgres_query(void*, const pg::Endpoint*, std::string_view,
+                                const std::vector<Param>&, std::int64_t*) {
   throw ConfigError("this build has no PostgreSQL support");
 }
-void postgres_script(void*, const std::string&) {
+void postgres_script(void*, const pg::Endpoint*, const std::string&) {
   throw ConfigError("this build has no PostgreSQL support");
 }
 std::unique_ptr<SqlConnection> open_postgres_connection(std::vector<std::string>,
-                                                        std::vector<std::string>, std::string) {
+                                                        std::vector<std::string>, std::string,
+                                                        Duration) {
   throw ConfigError("this build has no PostgreSQL support (postgresql:// checkpoint stores)");
 }
 #endif
@@ -58,9 +60,13 @@ SqlTx::SqlTx(TxHandle tx) : handle_(tx), dialect_(dialect_of(tx)) {
   if (!tx.native()) throw ConfigError("null transaction handle");
 }
 
+SqlTx::SqlTx(TxHandle tx, const pg::Endpoint* io) : SqlTx(tx) {
+  io_ = io;
+}
+
 std::vector<Row> SqlTx::query(std::string_view sql, const std::vector<Param>& params) const {
   return dialect_ == Dialect::sqlite ? sqlite_query(handle_.native(), sql, params, nullptr)
-                                     : postgres_query(handle_.native(), sql, params, nullptr);
+                                     : postgres_query(handle_.native(), io_, sql, params, nullptr);
 }
 
 std::int64_t SqlTx::exec(std::string_view sql, const std::vector<Param>& params) const {
@@ -68,7 +74,7 @@ std::int64_t SqlTx::exec(std::string_view sql, const std::vector<Param>& params)
   if (dialect_ == Dialect::sqlite)
     sqlite_query(handle_.native(), sql, params, &changes);
   else
-    postgres_query(handle_.native(), sql, params, &changes);
+    postgres_query(handle_.native(), io_, sql, params, &changes);
   return changes;
 }
 
@@ -76,7 +82,7 @@ void SqlTx::script(const std::string& sql) const {
   if (dialect_ == Dialect::sqlite)
     sqlite_script(handle_.native(), sql);
   else
-    postgres_script(handle_.native(), sql);
+    postgres_script(handle_.native(), io_, sql);
 }
 
 const char* SqlTx::now_ms() const {

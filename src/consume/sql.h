@@ -15,7 +15,12 @@
 #include <string_view>
 #include <vector>
 
+#include "outpost/event.h"
 #include "outpost/tx.h"
+
+namespace outpost::pg {
+struct Endpoint;
+}
 
 namespace outpost::consume {
 
@@ -28,8 +33,13 @@ enum class Dialect { sqlite, postgres };
 // Not thread-safe (neither is the connection under it).
 class SqlTx {
  public:
-  // Throws ConfigError for a TxHandle of another kind (none, redis).
+  // Throws ConfigError for a TxHandle of another kind (none, redis). A caller's own connection:
+  // its statements block as long as the caller's connection settings let them.
   explicit SqlTx(TxHandle tx);
+  // A transaction on a PostgreSQL connection the checkpoint store opened (pg::connect): every
+  // statement waits at most the endpoint's I/O deadline (timeout_ms), then the connection is
+  // dropped and ConnectionError thrown, so a hung server holds no stop() for longer.
+  SqlTx(TxHandle tx, const pg::Endpoint* io);
 
   Dialect dialect() const { return dialect_; }
   TxHandle handle() const { return handle_; }
@@ -51,6 +61,7 @@ class SqlTx {
  private:
   TxHandle handle_;
   Dialect dialect_;
+  const pg::Endpoint* io_ = nullptr;
 };
 
 // An owned connection to a checkpoint store: `sqlite:PATH` or `postgresql://…` (the URL's own
@@ -74,9 +85,11 @@ class SqlConnection {
 // switched to WAL only at the first begin(), so a caller may check its tables first.
 std::unique_ptr<SqlConnection> open_sqlite_connection(const std::string& path, int busy_timeout_ms,
                                                       bool create = true);
-// libpq keyword/value pairs. Throws ConnectionError naming `where`.
+// libpq keyword/value pairs. Throws ConnectionError naming `where`. Every wait on the
+// connection (each statement, BEGIN, COMMIT, ROLLBACK) is bounded by `io_timeout`; a broken
+// connection is replaced at the next begin().
 std::unique_ptr<SqlConnection> open_postgres_connection(std::vector<std::string> keys,
                                                         std::vector<std::string> values,
-                                                        std::string where);
+                                                        std::string where, Duration io_timeout);
 
 }  // namespace outpost::consume

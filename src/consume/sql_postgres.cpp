@@ -1,5 +1,8 @@
 // SqlTx and SqlConnection on PostgreSQL (libpq, text parameters and results), on the store's
-// PostgreSQL layer (src/stores/postgres/pg_conn.h: one error mapping, the handles).
+// PostgreSQL layer (src/stores/postgres/pg_conn.h: one error mapping, the handles, connections
+// whose every wait is bounded). On the checkpoint store's own connection each statement waits at
+// most timeout_ms, as the store's do (a hung server holds no stop() longer); on a caller's own
+// connection (the Inbox given a TxHandle) statements block as the caller's settings let them.
 
 #include <libpq-fe.h>
 
@@ -12,46 +15,41 @@
 #include "stores/postgres/pg_conn.h"
 
 namespace outpost::consume {
-
-using pg::ResultPtr;
-
 namespace {
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
+// The caller's own connection has no endpoint: its messages name no server.
+const pg::Endpoint& callers_connection() {
+  static const pg::Endpoint none;
+  return none;
 }
 
-// The caller's own connection (the inbox) has no endpoint: its messages name no server.
-[[noreturn]] void fail(PGconn* conn, const PGresult* res, std::string_view what) {
-  pg::throw_error(std::string_view(), conn, res, what);
-}
-
-bool ok(const PGresult* r) {
-  auto s = PQresultStatus(r);
-  return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+pg::ResultPtr run(PGconn* conn, const pg::Endpoint* io, const std::string& sql,
+                  const std::vector<Param>& params) {
+  pg::Params p;
+  for (const auto& v : params)
+    if (v)
+      p.text(*v);
+    else
+      p.null();
+  if (io) return pg::exec_params(*io, conn, sql, p, "statement", pg::Results::text);
+  return pg::exec_on_caller_connection(callers_connection(), conn, sql, p, "statement",
+                                       pg::Results::text);
 }
 
 }  // namespace
 
-std::vector<Row> postgres_query(void* handle, std::string_view sql,
+std::vector<Row> postgres_query(void* handle, const pg::Endpoint* io, std::string_view sql,
                                 const std::vector<Param>& params, std::int64_t* changes) {
   auto* conn = static_cast<PGconn*>(handle);
-  std::vector<const char*> values;
-  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-  std::string text(sql);
-  ResultPtr res(PQexecParams(conn, text.c_str(), static_cast<int>(values.size()), nullptr,
-                             values.data(), nullptr, nullptr, 0));
-  if (!res || !ok(res.get())) fail(conn, res.get(), "statement");
+  pg::ResultPtr res = run(conn, io, std::string(sql), params);
   std::vector<Row> rows;
   int n = PQntuples(res.get()), cols = PQnfields(res.get());
   rows.reserve(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     Row row(static_cast<std::size_t>(cols));
     for (int c = 0; c < cols; ++c)
-      if (!PQgetisnull(res.get(), r, c))
-        row[static_cast<std::size_t>(c)] = std::string(
-            PQgetvalue(res.get(), r, c), static_cast<std::size_t>(PQgetlength(res.get(), r, c)));
+      if (!pg::is_null(res.get(), r, c))
+        row[static_cast<std::size_t>(c)] = pg::get_bytes(res.get(), r, c);
     rows.push_back(std::move(row));
   }
   if (changes) {
@@ -61,66 +59,61 @@ std::vector<Row> postgres_query(void* handle, std::string_view sql,
   return rows;
 }
 
-void postgres_script(void* handle, const std::string& sql) {
+void postgres_script(void* handle, const pg::Endpoint* io, const std::string& sql) {
   auto* conn = static_cast<PGconn*>(handle);
-  ResultPtr res(PQexec(conn, sql.c_str()));
-  if (!res || !ok(res.get())) fail(conn, res.get(), "schema");
+  if (io) {
+    pg::exec_simple(*io, conn, sql, "schema");
+    return;
+  }
+  pg::ResultPtr res(PQexec(conn, sql.c_str()));
+  auto st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+    pg::throw_error(callers_connection(), conn, res.get(), "schema");
 }
 
 namespace {
 
 class PostgresConnection final : public SqlConnection {
  public:
-  PostgresConnection(std::vector<std::string> keys, std::vector<std::string> values,
-                     std::string where)
-      : where_(std::move(where)) {
-    std::vector<const char*> k, v;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      k.push_back(keys[i].c_str());
-      v.push_back(values[i].c_str());
-    }
-    k.push_back(nullptr);
-    v.push_back(nullptr);
-    conn_.reset(PQconnectdbParams(k.data(), v.data(), 0));
-    if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK)
-      throw ConnectionError("postgres",
-                            "cannot connect to PostgreSQL at " + where_ + ": " +
-                                (conn_ ? trim(PQerrorMessage(conn_.get())) : "no memory"));
-    PQsetNoticeProcessor(
-        conn_.get(), [](void*, const char*) {}, nullptr);
-  }
+  explicit PostgresConnection(pg::Endpoint ep) : ep_(std::move(ep)), conn_(pg::connect(ep_)) {}
   ~PostgresConnection() override {
     rollback();
     forget_tables_of(conn_.get());
   }
 
   SqlTx begin() override {
-    // A server restart breaks the connection: reconnect once per transaction attempt.
-    if (PQstatus(conn_.get()) != CONNECTION_OK) {
-      PQreset(conn_.get());
-      if (PQstatus(conn_.get()) != CONNECTION_OK)
-        throw ConnectionError("postgres", "cannot reconnect to PostgreSQL at " + where_ + ": " +
-                                              trim(PQerrorMessage(conn_.get())));
-    }
-    postgres_script(conn_.get(), "BEGIN");
-    return SqlTx(TxHandle::postgres(conn_.get()));
+    connected();
+    postgres_script(conn_.get(), &ep_, "BEGIN");
+    return SqlTx(TxHandle::postgres(conn_.get()), &ep_);
   }
-  void commit() override { postgres_script(conn_.get(), "COMMIT"); }
+  void commit() override { postgres_script(conn_.get(), &ep_, "COMMIT"); }
   void rollback() noexcept override {
-    if (conn_ && PQtransactionStatus(conn_.get()) != PQTRANS_IDLE) {
-      PGresult* r = PQexec(conn_.get(), "ROLLBACK");
-      PQclear(r);
+    if (!conn_ || pg::broken(conn_.get()) || PQtransactionStatus(conn_.get()) == PQTRANS_IDLE)
+      return;
+    try {
+      pg::exec_simple(ep_, conn_.get(), "ROLLBACK", "rollback");
+    } catch (...) {  // past the deadline the connection is dropped: the server rolls back
     }
   }
-  std::string where() const override { return where_; }
+  std::string where() const override { return ep_.where; }
   bool has_table(const std::string& table) override {
-    return !postgres_query(conn_.get(), "SELECT 1 WHERE to_regclass($1) IS NOT NULL", {table},
+    connected();
+    return !postgres_query(conn_.get(), &ep_, "SELECT 1 WHERE to_regclass($1) IS NOT NULL", {table},
                            nullptr)
                 .empty();
   }
 
  private:
-  std::string where_;
+  // A server restart or a statement past its deadline breaks the connection: a new one per
+  // transaction attempt (connect_timeout bounds the connect).
+  void connected() {
+    if (!pg::broken(conn_.get())) return;
+    forget_tables_of(conn_.get());
+    conn_.reset();
+    conn_ = pg::connect(ep_);
+  }
+
+  pg::Endpoint ep_;
   pg::ConnPtr conn_;
 };
 
@@ -128,8 +121,13 @@ class PostgresConnection final : public SqlConnection {
 
 std::unique_ptr<SqlConnection> open_postgres_connection(std::vector<std::string> keys,
                                                         std::vector<std::string> values,
-                                                        std::string where) {
-  return std::make_unique<PostgresConnection>(std::move(keys), std::move(values), std::move(where));
+                                                        std::string where, Duration io_timeout) {
+  pg::Endpoint ep;
+  ep.keys = std::move(keys);
+  ep.values = std::move(values);
+  ep.where = std::move(where);
+  ep.timeout = io_timeout;
+  return std::make_unique<PostgresConnection>(std::move(ep));
 }
 
 }  // namespace outpost::consume

@@ -1,7 +1,7 @@
 // `outpost consume` through outages, black box (issue 17 item 1, consumer side): a destination
 // that is down pauses the consumer (no attempt counted, nothing parked) and it resumes when the
-// destination answers; a checkpoint store whose disk is full is retried, never fatal
-// (docs/consumers.md, "Failure classes").
+// destination answers; a checkpoint store whose disk is full is retried, never fatal; one that
+// hangs holds no SIGTERM past its I/O deadline (docs/consumers.md, "Failure classes").
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -20,6 +20,7 @@
 
 #include "cli_process.h"
 #include "outpost/json.h"
+#include "private_postgres.h"
 #include "wait_until.h"
 
 namespace outpost::testing {
@@ -216,6 +217,39 @@ TEST(ConsumeOutage, ACheckpointStoreOnAFullDiskIsRetriedUntilThereIsSpace) {
   // The batch the sink confirmed when its commit failed is not sent again, however often the
   // commit is retried (before: once per retry, 7 times in 5 s).
   EXPECT_EQ(delivered().size(), ids.size()) << text;
+}
+
+// `outpost consume` whose PostgreSQL checkpoint store hangs (the server stopped with SIGSTOP, its
+// TCP connections up) stops on the first SIGTERM: every statement on the store's own connection
+// waits at most its I/O deadline (timeout_ms, 10 s by default), as the relay's store does
+// (HungStore.PostgresSigtermStopsWithinTheStoreTimeout). Before, the first SIGTERM was held until
+// the server was resumed. The bound is generous: the exit must come, its time is not measured.
+TEST(ConsumeOutage, AHungCheckpointStoreLetsTheFirstSigtermStopTheConsumer) {
+  PrivateCluster pg;
+  TempDir dir;
+  const std::string log = dir / "log.jsonl", out = dir / "out.jsonl";
+  auto ids = append_log(log, 0, 40);
+  CliProcess consume({"consume", "--from", "file:" + log, "--group", "g", "--checkpoint", pg.url(),
+                      "--sink", "file:" + out},
+                     dir / "consume.log");
+  ASSERT_TRUE(wait_until(
+      [&] { return fs::exists(out) && event_ids_in(read_file(out)).size() >= ids.size(); }, 60s))
+      << read_file(dir / "consume.log");
+  pg.pause();
+  // The idle consumer asks the store for operator retries before every read, so it meets the
+  // stopped server at once; more messages make sure a batch is in flight too.
+  append_log(log, 40, 40);
+  std::this_thread::sleep_for(1s);
+  consume.signal(SIGTERM);
+  int code = consume.wait(60s);
+  pg.resume();
+  const std::string text = read_file(dir / "consume.log");
+  ASSERT_NE(code, -1) << "outpost consume on a hung checkpoint store did not stop within 60 s of "
+                         "one SIGTERM\n"
+                      << text;
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_NE(text.find("no reply within 10000 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("after signal"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -186,7 +186,8 @@ void Pool::put(std::unique_ptr<Conn> conn) {
 
 const char* const* Params::values() {
   ptrs_.clear();
-  for (const auto& d : data_) ptrs_.push_back(d.data());
+  for (std::size_t i = 0; i < data_.size(); ++i)
+    ptrs_.push_back(i < nulls_.size() && nulls_[i] ? nullptr : data_[i].data());
   return ptrs_.data();
 }
 
@@ -214,10 +215,10 @@ ResultPtr exec_prepared(const Endpoint& ep, Conn& conn, const char* name, const 
 }
 
 ResultPtr exec_params(const Endpoint& ep, PGconn* conn, const std::string& sql, Params& params,
-                      std::string_view what) {
+                      std::string_view what, Results results) {
   ResultPtr r = run_statement(ep, conn, what, [&] {
     return PQsendQueryParams(conn, sql.c_str(), params.size(), nullptr, params.values(),
-                             params.lengths(), params.formats(), 1);
+                             params.lengths(), params.formats(), results == Results::binary);
   });
   check_ok(ep, conn, r, what);
   return r;
@@ -231,9 +232,9 @@ ResultPtr exec_simple(const Endpoint& ep, PGconn* conn, const std::string& sql,
 }
 
 ResultPtr exec_on_caller_connection(const Endpoint& ep, PGconn* conn, const std::string& sql,
-                                    Params& params, std::string_view what) {
+                                    Params& params, std::string_view what, Results results) {
   ResultPtr r(PQexecParams(conn, sql.c_str(), params.size(), nullptr, params.values(),
-                           params.lengths(), params.formats(), 1));
+                           params.lengths(), params.formats(), results == Results::binary));
   check_ok(ep, conn, r, what);
   return r;
 }

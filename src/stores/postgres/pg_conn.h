@@ -104,11 +104,16 @@ class Pool {
   std::vector<std::unique_ptr<Conn>> idle_;  // guarded by mu_
 };
 
-// Parameters of one statement; text or binary per parameter.
+// Parameters of one statement; text or binary per parameter, or SQL NULL.
 class Params {
  public:
   void text(std::string v) { add(std::move(v), 0); }
   void binary(std::string v) { add(std::move(v), 1); }
+  void null() {
+    add({}, 0);
+    nulls_.resize(data_.size());
+    nulls_.back() = true;
+  }
   int size() const { return static_cast<int>(data_.size()); }
   const char* const* values();
   const int* lengths() const { return lengths_.data(); }
@@ -121,9 +126,13 @@ class Params {
     data_.push_back(std::move(v));
   }
   std::vector<std::string> data_;
+  std::vector<bool> nulls_;  // shorter than data_ when the last ones are not NULL
   std::vector<const char*> ptrs_;
   std::vector<int> lengths_, formats_;
 };
+
+// How results come back: binary (the store's codecs below) or text (the consuming side's rows).
+enum class Results { binary, text };
 
 // Statements on connections opened by connect(). Each call waits at most ep.timeout for its
 // reply; past it the connection is abandoned (broken() is true from then on, so the pool, the
@@ -139,7 +148,7 @@ void prepare(const Endpoint& ep, Conn& conn, const char* name, const std::string
              std::string_view what);
 // Unnamed statement with parameters.
 ResultPtr exec_params(const Endpoint& ep, PGconn* conn, const std::string& sql, Params& params,
-                      std::string_view what);
+                      std::string_view what, Results results = Results::binary);
 // Plain text command without parameters (DDL, BEGIN/COMMIT, LISTEN); several statements
 // separated by ';' return the last result.
 ResultPtr exec_simple(const Endpoint& ep, PGconn* conn, const std::string& sql,
@@ -159,7 +168,8 @@ ResultPtr next_result(const Endpoint& ep, PGconn* conn, Deadline deadline, std::
 // caller's blocking mode and transaction: we cannot drop it, so its timeouts are the caller's
 // (statement_timeout, tcp_user_timeout); never used on our connections.
 ResultPtr exec_on_caller_connection(const Endpoint& ep, PGconn* conn, const std::string& sql,
-                                    Params& params, std::string_view what);
+                                    Params& params, std::string_view what,
+                                    Results results = Results::binary);
 
 // --- binary codecs (PostgreSQL wire formats, network byte order) ---
 void put_i32(std::string& out, std::int32_t v);
