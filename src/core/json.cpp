@@ -595,7 +595,10 @@ Event event_from_json(std::string_view line, JsonInput input) {
     throw ConfigError("event JSON: field 'payload' is a JSON value but header 'content_type' is '" +
                       e.headers.at(std::string(header::kContentType)) +
                       "' (give a string, or payload_base64)");
-  e.payload = std::string(raw_member(line, "payload"));  // the value exactly as written
+  // The value exactly as written; the parser skipped a byte order mark, and so must the scan.
+  std::string_view object = line;
+  if (object.starts_with("\xEF\xBB\xBF")) object.remove_prefix(3);
+  e.payload = std::string(raw_member(object, "payload"));
   line_breaks_to_spaces(e.payload);  // only a lone CR can be in a line: whitespace, kept as ' '
   return e;
 }

@@ -195,6 +195,12 @@ TEST(JsonTest, ALineIsOneObjectAndStrictInputKnowsEveryField) {
     EXPECT_NE(message("\xEF\xBB\xBF" + one + '\0' + one, input).find("byte 27 is a NUL byte"),
               std::string::npos)
         << "after a byte order mark too";
+    // A JSON payload after a byte order mark is kept as written (fuzz: it was read as empty).
+    EXPECT_EQ(event_from_json("\xEF\xBB\xBF"
+                              R"({"type":"t","payload":[1,"2"]})",
+                              input)
+                  .payload,
+              R"([1,"2"])");
     EXPECT_NE(message(R"({"type":"t",)" + std::string(1, '\0') + R"("payload":1})", input)
                   .find("not valid JSON at byte 12: a NUL byte"),
               std::string::npos);
