@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <set>
 
 #include "consume/checkpoint_store.h"
+#include "consume/decisions.h"
 #include "consume/inbox_sql.h"
 #include "consume/message.h"
 #include "consume/read_ahead.h"
@@ -27,13 +27,6 @@ using consume::SqlTx;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
-
-// The pause of an unavailable destination (docs/consumers.md, "Failure classes"), the relay's
-// numbers (docs/relay.md, "Pauses"): the first probe after 500 ms, then doubling up to 30 s, or
-// backoff_max when that is smaller (but not below 10 ms); Retry-After honoured within that cap.
-constexpr Duration kProbeFirst{500};
-constexpr Duration kProbeCap{30'000};
-constexpr Duration kProbeFloor{10};
 
 InboxOptions inbox_options(const CheckpointStore& store, const ConsumerOptions& o) {
   InboxOptions io;
@@ -57,7 +50,11 @@ const ConsumerOptions& validated(const ConsumerOptions& o) {
 
 struct Consumer::Impl {
   Impl(Source& s, CheckpointStore& st, const ConsumerOptions& o)
-      : source(s), store(st.impl()), options(validated(o)), inbox(inbox_options(st, o)) {}
+      : source(s),
+        store(st.impl()),
+        options(validated(o)),
+        inbox(inbox_options(st, o)),
+        dest(options.backoff_max) {}
 
   Source& source;
   CheckpointStore::Impl& store;
@@ -76,14 +73,8 @@ struct Consumer::Impl {
   // then ends run().
   SteadyClock::time_point last_progress = SteadyClock::now();
 
-  // The destination's pause (consumer thread only; counters.paused mirrors `down`).
-  struct Pause {
-    bool down = false;
-    SteadyClock::time_point since{};
-    Duration step{0}, wait{0};
-    int probes = 0;
-    std::string why;
-  } dest;
+  // The destination's pause (consumer thread only; counters.paused mirrors down()).
+  consume::DestinationPause dest;
 
   template <class F>
   void count(F&& f) {
@@ -106,63 +97,39 @@ struct Consumer::Impl {
   }
 
   // ---- the destination's pause (docs/consumers.md, "Failure classes") ----------------------
-  Duration probe_cap() const { return std::clamp(options.backoff_max, kProbeFloor, kProbeCap); }
-
-  // A message found the destination down or busy: pause (or stay paused, the next probe further
-  // off). Said once per outage.
+  // A message found the destination down or busy: pause (or stay paused). Said once per outage.
   void destination_unavailable(const std::string& why, Duration retry_after) {
-    const bool was_down = dest.down;
-    dest.step =
-        was_down ? std::min(probe_cap(), dest.step * 2) : std::min(kProbeFirst, probe_cap());
-    Duration wait = std::min(probe_cap(), std::max(dest.step, retry_after));
-    // A little jitter, so that consumers paused by one outage do not probe in lockstep.
-    thread_local std::mt19937 rng{std::random_device{}()};
-    std::uniform_int_distribution<std::int64_t> jitter(0, wait.count() / 10);
-    dest.wait = wait + Duration{jitter(rng)};
-    if (was_down) return;
-    dest.down = true;
-    dest.since = SteadyClock::now();
-    dest.probes = 0;
-    dest.why = why;
+    auto began = dest.unavailable(why, retry_after);
+    if (!began) return;
     count([](auto& c) {
       ++c.pauses;
       c.paused = true;
     });
-    notice("destination down since " + format_rfc3339(outpost::now()) + ": " + why +
-               "; its messages wait (no attempt counted, nothing parked); probing with one "
-               "message in " +
-               std::to_string(wait.count()) + " ms, then backing off to every " +
-               std::to_string(probe_cap().count()) + " ms",
-           true);
+    notice(*began, true);
   }
 
   // The destination answered (handled or refused a message): the pause, if any, ends.
   void destination_answered() {
-    if (!dest.down) return;
-    dest.down = false;
+    auto ended = dest.answered();
+    if (!ended) return;
     count([](auto& c) { c.paused = false; });
-    char took[32];
-    std::snprintf(took, sizeof took, "%.1f",
-                  std::chrono::duration<double>(SteadyClock::now() - dest.since).count());
-    notice("destination back after " + std::string(took) + " s (" + std::to_string(dest.probes) +
-               (dest.probes == 1 ? " probe" : " probes") + "); consuming again",
-           false);
+    notice(*ended, false);
   }
 
   // While the destination is down: waits out the probe backoff. False when stopping. With
   // until_idle, a pause that outlasts it ends run() with the outage (UnavailableError).
   bool wait_probe() {
-    Duration wait = dest.wait;
+    Duration wait = dest.wait();
     if (const Duration idle = options.until_idle; idle.count() > 0) {
       auto left = std::chrono::duration_cast<Duration>(idle - (SteadyClock::now() - last_progress));
       if (left.count() <= 0)
         throw UnavailableError("the destination has been unavailable for longer than until_idle (" +
-                                   std::to_string(idle.count()) + " ms): " + dest.why,
+                                   std::to_string(idle.count()) + " ms): " + dest.why(),
                                Duration{0}, "destination");
       wait = std::min(wait, left);
     }
     if (!pause(wait)) return false;
-    ++dest.probes;
+    dest.count_probe();
     return true;
   }
   // Waits `d` unless stop() comes first; false when stopping.
@@ -253,7 +220,8 @@ struct Consumer::Impl {
   }
 
   // One transaction over msgs[idx...]: inbox filter, parking what cannot be handled, the
-  // handler, failure bookkeeping, and the checkpoint when nothing is left to retry.
+  // handler, failure bookkeeping (decided in decisions.cpp), and the checkpoint when nothing is
+  // left to retry.
   TxOutcome attempt(const std::vector<Message>& msgs, const std::vector<std::size_t>& idx,
                     std::vector<int>& attempts, const ConsumerHandler& handler,
                     const std::string& checkpoint) {
@@ -261,39 +229,15 @@ struct Consumer::Impl {
     SqlTx tx = store.begin();
     try {
       if (options.ordered) held = store.parked_keys(tx, options.group);
-      std::vector<EventId> ids;
-      std::vector<std::size_t> with_id;
-      ids.reserve(idx.size());
-      with_id.reserve(idx.size());
-      for (std::size_t i : idx)
-        if (msgs[i].parse_error.empty() && !msgs[i].event.id.is_nil()) {
-          ids.push_back(msgs[i].event.id);
-          with_id.push_back(i);
-        }
-      auto fresh_flags = consume::inbox_record_new(inbox, tx, ids);
-      std::set<std::size_t> duplicate;
-      for (std::size_t k = 0; k < with_id.size(); ++k)
-        if (!fresh_flags[k]) duplicate.insert(with_id[k]);
+      auto ids = consume::inbox_ids(msgs, idx);
+      auto fresh = consume::inbox_record_new(inbox, tx, ids.ids);
+      auto sorted = consume::sort_out(msgs, idx, ids, fresh, options.ordered, held);
+      for (const auto& [i, why] : sorted.park) park(tx, msgs[i], attempts[i], why);
+      count([&](auto& c) { c.duplicates += sorted.duplicates.size(); });
 
-      std::vector<std::size_t> work;
-      work.reserve(idx.size());
-      for (std::size_t i : idx) {
-        const Message& m = msgs[i];
-        if (!m.parse_error.empty()) {
-          park(tx, m, attempts[i], m.parse_error);
-        } else if (duplicate.count(i)) {
-          count([](auto& c) { ++c.duplicates; });
-        } else if (options.ordered && !m.event.key.empty() && held.count(m.event.key)) {
-          park(tx, m, attempts[i],
-               "held behind an earlier parked message of key '" + m.event.key + "'");
-        } else {
-          work.push_back(i);
-        }
-      }
-
-      std::vector<std::pair<std::size_t, std::string>> failures;
-      std::set<std::size_t> down;  // indexes the destination was unavailable for
-      if (!work.empty() || !duplicate.empty()) {
+      const auto& work = sorted.work;
+      consume::Judgement verdict;
+      if (!work.empty() || !sorted.duplicates.empty()) {
         std::vector<Message> copy;
         std::span<const Message> view(msgs);
         if (work.size() != msgs.size()) {
@@ -302,7 +246,7 @@ struct Consumer::Impl {
         }
         int tries = 1;
         for (std::size_t i : work) tries = std::max(tries, attempts[i] + 1);
-        ConsumerBatch batch(view, tx.handle(), tries, duplicate.size());
+        ConsumerBatch batch(view, tx.handle(), tries, sorted.duplicates.size());
         try {
           handler(batch);
         } catch (const UnavailableError& e) {
@@ -321,48 +265,27 @@ struct Consumer::Impl {
           if (out.unavailable) count([&](auto& c) { c.unavailable += work.size(); });
           return out;
         }
-        for (const auto& u : batch.unavailable())
-          if (u.index < work.size() && down.insert(work[u.index]).second) {
-            if (out.why.empty()) out.why = u.why;
-            out.retry_after = std::max(out.retry_after, u.retry_after);
-          }
-        out.unavailable = !down.empty();
-        for (auto& [k, why] : batch.failures())
-          if (k < work.size() && !down.count(work[k])) failures.emplace_back(work[k], why);
-        out.answered = work.size() > down.size();
+        verdict = consume::judge(msgs, work, batch.failures(), batch.unavailable(), attempts,
+                                 options.max_attempts);
       }
-
-      std::vector<EventId> forget;
-      std::sort(failures.begin(), failures.end());
-      failures.erase(std::unique(failures.begin(), failures.end(),
-                                 [](auto& a, auto& b) { return a.first == b.first; }),
-                     failures.end());
-      for (auto& [i, why] : failures) {
-        ++attempts[i];
+      out.unavailable = !verdict.down.empty();
+      out.why = verdict.why;
+      out.retry_after = verdict.retry_after;
+      out.answered = verdict.answered;
+      out.retry = verdict.retry;
+      for (const auto& f : verdict.failed) {
         count([](auto& c) { ++c.failures; });
-        report("group '" + options.group + "': message at " + msgs[i].position + " (event " +
-               msgs[i].event.id.str() + ") failed, attempt " + std::to_string(attempts[i]) + ": " +
-               why);
-        if (attempts[i] >= options.max_attempts) {
-          park(tx, msgs[i], attempts[i], why);
-        } else {
-          out.retry.push_back(i);
-          if (!msgs[i].event.id.is_nil()) forget.push_back(msgs[i].event.id);
-        }
+        report("group '" + options.group + "': message at " + msgs[f.index].position + " (event " +
+               msgs[f.index].event.id.str() + ") failed, attempt " + std::to_string(f.attempt) +
+               ": " + f.why);
       }
-      // Not an attempt: taken again after the pause, in log order with the failed ones.
-      for (std::size_t i : down) {
-        out.retry.push_back(i);
-        if (!msgs[i].event.id.is_nil()) forget.push_back(msgs[i].event.id);
-      }
-      std::sort(out.retry.begin(), out.retry.end());
-      consume::inbox_forget(inbox, tx, forget);
+      for (const auto& [i, why] : verdict.park) park(tx, msgs[i], attempts[i], why);
+      consume::inbox_forget(inbox, tx, verdict.forget);
       if (out.retry.empty()) save(tx, checkpoint);
       commit(tx);
-      std::size_t done = work.size() - failures.size() - down.size();
       count([&](auto& c) {
-        c.handled += done;
-        c.unavailable += down.size();
+        c.handled += verdict.handled;
+        c.unavailable += verdict.down.size();
         ++c.batches;
       });
     } catch (...) {
@@ -377,7 +300,7 @@ struct Consumer::Impl {
   bool settle_one(const std::vector<Message>& msgs, std::size_t i, std::vector<int>& attempts,
                   const ConsumerHandler& handler) {
     for (;;) {
-      if (dest.down) {
+      if (dest.down()) {
         if (!wait_probe()) return false;  // this message is the probe
       } else if (attempts[i] > 0 && !pause(backoff(attempts[i]))) {
         return false;
@@ -440,7 +363,7 @@ struct Consumer::Impl {
         continue;
       }
       for (int tries = 1;; ++tries) {
-        if (dest.down && !wait_probe()) return;  // the destination is down: this one probes
+        if (dest.down() && !wait_probe()) return;  // the destination is down: this one probes
         std::string error = m.parse_error;
         bool ok = false;
         TxOutcome r;
