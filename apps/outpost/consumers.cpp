@@ -1,30 +1,45 @@
-// outpost consumers: inspect consumer groups and handle their dead letters.
+// outpost consumers: inspect consumer groups and handle their dead letters (docs/cli.md,
+// "consumers").
 //   outpost consumers --checkpoint STORE_URL list [--json]
-//   outpost consumers --checkpoint STORE_URL dead --group NAME [--limit N]     JSON lines
-//   outpost consumers --checkpoint STORE_URL retry --group NAME ID...|--all
-//   outpost consumers --checkpoint STORE_URL discard --group NAME ID...|--all
-// IDs are dead-letter row ids (the "id" of `dead`) or event ids.
+//   outpost consumers --checkpoint STORE_URL dead --group NAME [--limit N] [FILTERS]
+//                     [--newest-first]                                          JSON lines
+//   outpost consumers --checkpoint STORE_URL retry --group NAME ID...|--all|FILTERS [--verbose]
+//   outpost consumers --checkpoint STORE_URL discard --group NAME ID...|--all|FILTERS [--verbose]
+// IDs are dead-letter row ids (the "row" of `dead`) or event ids; FILTERS are those of `outpost
+// events` (dead_letters.h). Dead letters print in the shape of `outpost events dead`.
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "dead_letters.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
 
 namespace outpost::cli {
 namespace {
 
+// The checkpoint store reads a group's dead letters oldest first up to a bound and cannot page:
+// filters, --newest-first and id checks read at most this many (and say so on stderr when there
+// are more), as `outpost events` does.
+constexpr std::size_t kMaxScan = 100'000;
+
 struct ConsumersArgs {
   std::string checkpoint;
   bool json = false;
   std::string group;
   std::size_t limit = 100;
+  DeadLetterFilterArgs filter;
+  bool newest_first = false;
+  bool verbose = false;
   std::vector<std::string> ids;
   bool all = false;
 };
@@ -71,36 +86,118 @@ int run_list(CheckpointStore& store, bool json) {
   return kExitOk;
 }
 
-int run_dead(CheckpointStore& store, const std::string& group, std::size_t limit) {
+// A group that is not in the store is exit 1 naming it (not an empty list: a misspelt group
+// would look like one without dead letters).
+bool has_group(CheckpointStore& store, const std::string& group) {
+  if (store.group(group)) return true;
+  std::cerr << "outpost: error: consumers: no consumer group '" << group << "' in "
+            << redact(store.url()) << " (`consumers list` lists the groups)\n";
+  return false;
+}
+
+std::string dead_letters(std::size_t n) {
+  return std::to_string(n) + (n == 1 ? " dead letter" : " dead letters");
+}
+
+// Reads the group's dead letters: `limit` of them when nothing is filtered or reordered, else up
+// to kMaxScan (warning when there are more), the filter's matches in the order asked for.
+std::vector<ConsumerDeadLetter> read_dead(CheckpointStore& store, const std::string& group,
+                                          const DeadLetterFilter* f, bool newest_first,
+                                          std::size_t limit, const char* command) {
+  if (!f && !newest_first) return store.dead(group, limit);
+  DeadLetterFilter filter = f ? *f : DeadLetterFilter{};
+  filter.start_clock();
+  auto all = store.dead(group, kMaxScan);
+  if (all.size() >= kMaxScan)
+    std::cerr << "outpost: warning: " << command << ": group '" << group << "' has more than "
+              << kMaxScan << " dead letters; only the oldest " << kMaxScan << " were read\n";
+  std::erase_if(
+      all, [&](const ConsumerDeadLetter& d) { return !decode_dead_letter(d).matches(filter); });
+  if (newest_first) std::reverse(all.begin(), all.end());
+  if (all.size() > limit) all.resize(limit);
+  return all;
+}
+
+int run_dead(CheckpointStore& store, const ConsumersArgs& a, const DeadLetterFilter* f) {
   std::string out;
-  for (const auto& d : store.dead(group, limit)) {
-    nlohmann::ordered_json j{{"id", d.id},
-                             {"group", d.group},
-                             {"event_id", d.event_id},
-                             {"key", d.key},
-                             {"position", d.position},
-                             {"attempts", d.attempts},
-                             {"error", d.error},
-                             {"state", d.state},
-                             {"payload", d.payload},
-                             {"dead_at", format_rfc3339(d.dead_at)}};
-    out += dump(j) + "\n";
-  }
+  for (const auto& d : read_dead(store, a.group, f, a.newest_first, a.limit, "dead"))
+    out += dead_letter_json(decode_dead_letter(d)) + "\n";
   std::cout << out;
   return kExitOk;
 }
 
-void check_ids(const char* command, const ConsumersArgs& a) {
-  if (a.all && !a.ids.empty())
-    throw ConfigError(std::string(command) + ": give dead-letter IDs or --all, not both");
-  if (!a.all && a.ids.empty())
-    throw ConfigError(std::string(command) + ": give dead-letter IDs or --all");
+// retry/discard: explicit ids, --all or filters, exactly one of them. Checked before the store
+// is opened, so a usage error is exit 2 whatever the store holds.
+void check_operation(const char* command, const ConsumersArgs& a) {
+  const std::string c(command);
+  int ways = int(!a.ids.empty()) + int(a.all) + int(a.filter.given());
+  if (ways != 1)
+    throw ConfigError(c + ": give dead-letter IDs, --all, or filters (--type, --key, --error, " +
+                      "--older-than)" + (ways > 1 ? ", only one of them" : ""));
+  if (a.all && a.verbose)
+    throw ConfigError(c +
+                      ": --verbose lists the ids acted on, which --all does not learn; "
+                      "use a filter such as --older-than 0s instead");
   for (const auto& id : a.ids) {
     bool number = !id.empty() && id.find_first_not_of("0123456789") == std::string::npos;
     if (!number && !EventId::parse(id))
-      throw ConfigError(std::string(command) + ": '" + id +
+      throw ConfigError(c + ": '" + id +
                         "' is neither a dead-letter id (number) nor an event id (UUID)");
   }
+  DeadLetterFilter::from(a.filter);
+}
+
+int run_operation(CheckpointStore& store, const char* command, const ConsumersArgs& a) {
+  const bool retry = std::string_view(command) == "retry";
+  const std::string done = std::string(retry ? "retried " : "discarded ");
+  const std::string of_group = " of group '" + a.group + "'";
+  if (a.all) {
+    std::size_t n = retry ? store.retry_all(a.group) : store.discard_all(a.group);
+    std::cout << done << dead_letters(n) << of_group << "\n";
+    return kExitOk;
+  }
+  // The rows acted on, by row id (what an event id names may be parked more than once).
+  std::vector<std::string> rows;
+  if (!a.ids.empty()) {
+    // All or nothing: every id must name a dead letter of the group, else nothing is changed.
+    auto dead = store.dead(a.group, kMaxScan);
+    std::multimap<std::string, std::string> rows_of;  // row id or event id -> row id
+    for (const auto& d : dead) {
+      rows_of.emplace(std::to_string(d.id), std::to_string(d.id));
+      if (!d.event_id.empty()) rows_of.emplace(d.event_id, std::to_string(d.id));
+    }
+    std::set<std::string> chosen;
+    std::string missing;
+    for (const auto& id : a.ids) {
+      auto event = EventId::parse(id);  // any case; stored lowercase
+      auto [from, to] = rows_of.equal_range(event ? event->str() : id);
+      if (from == to) missing += (missing.empty() ? "" : ", ") + id;
+      for (auto it = from; it != to; ++it)
+        if (chosen.insert(it->second).second) rows.push_back(it->second);
+    }
+    if (!missing.empty()) {
+      std::cerr << "outpost: error: " << command << ": not a dead letter of group '" << a.group
+                << "': " << missing;
+      if (dead.size() >= kMaxScan)
+        std::cerr << " (among the oldest " << kMaxScan << " dead letters read)";
+      std::cerr << "; nothing was changed\n";
+      return kExitRuntime;
+    }
+  } else {
+    auto filter = DeadLetterFilter::from(a.filter);
+    for (const auto& d : read_dead(store, a.group, &filter, false, kMaxScan, command))
+      rows.push_back(std::to_string(d.id));
+  }
+  std::size_t n =
+      rows.empty() ? 0 : (retry ? store.retry(a.group, rows) : store.discard(a.group, rows));
+  std::string out;
+  if (a.verbose)
+    for (const auto& row : rows) out += row + "\n";
+  out += done + dead_letters(n) + of_group;
+  if (n < rows.size())
+    out += " (" + std::to_string(rows.size()) + " matched; the others changed meanwhile)";
+  std::cout << out << "\n";
+  return kExitOk;
 }
 
 }  // namespace
@@ -118,38 +215,42 @@ Runner add_consumers_command(CLI::App& root) {
   auto* list = sub->add_subcommand("list", "Every group: position, lag, dead letters");
   list->add_flag("--json", a->json,
                  R"(One object per group per line: {"group","from","position","lag","dead"})");
-  auto* dead = sub->add_subcommand("dead", "A group's dead letters, oldest first, JSON lines");
+  auto* dead = sub->add_subcommand(
+      "dead", "A group's dead letters, oldest first, JSON lines (the shape of `events dead`)");
   dead->add_option("--group", a->group, "Consumer group")->required();
   dead->add_option("--limit", a->limit, "At most N")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+  add_dead_letter_filter_options(dead, a->filter, true);
+  dead->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
   auto* retry = sub->add_subcommand(
       "retry", "Dead letters back to the group's consumer (handled again, in order)");
-  retry->add_option("--group", a->group, "Consumer group")->required();
-  retry->add_option("ids", a->ids, "Dead-letter ids or event ids");
-  retry->add_flag("--all", a->all, "Every dead letter of the group");
   auto* discard = sub->add_subcommand("discard", "Delete dead letters");
-  discard->add_option("--group", a->group, "Consumer group")->required();
-  discard->add_option("ids", a->ids, "Dead-letter ids or event ids");
-  discard->add_flag("--all", a->all, "Every dead letter of the group");
+  for (auto* op : {retry, discard}) {
+    op->add_option("--group", a->group, "Consumer group")->required();
+    op->add_option("ids", a->ids,
+                   "Dead-letter row ids or event ids (all must be dead letters of the group, "
+                   "else none is changed)");
+    op->add_flag("--all", a->all, "Every dead letter of the group");
+    add_dead_letter_filter_options(op, a->filter, true);
+    op->add_flag("--verbose", a->verbose,
+                 "Print the row id of each dead letter acted on, one per line, before the count");
+  }
 
   return [a, list, dead, retry, discard] {
     // Arguments first, then the URL, before anything is opened.
-    if (retry->parsed()) check_ids("retry", *a);
-    if (discard->parsed()) check_ids("discard", *a);
+    if (retry->parsed()) check_operation("retry", *a);
+    if (discard->parsed()) check_operation("discard", *a);
+    std::optional<DeadLetterFilter> filter;
+    if (dead->parsed() && a->filter.given()) filter = DeadLetterFilter::from(a->filter);
     validate_checkpoint_store_url(a->checkpoint);
     // Inspection and dead-letter edits need consumer state that is there: a wrong path or
     // database is exit 1 naming it, and nothing is created.
     auto store = open_checkpoint_store(a->checkpoint, CheckpointOpen::existing);
     if (list->parsed()) return run_list(*store, a->json);
-    if (dead->parsed()) return run_dead(*store, a->group, a->limit);
-    bool is_retry = retry->parsed();
-    std::size_t n =
-        is_retry ? (a->all ? store->retry_all(a->group) : store->retry(a->group, a->ids))
-                 : (a->all ? store->discard_all(a->group) : store->discard(a->group, a->ids));
-    std::cout << (is_retry ? "retried " : "discarded ") << n << " dead letters of group '"
-              << a->group << "'\n";
-    return kExitOk;
+    if (!has_group(*store, a->group)) return kExitRuntime;
+    if (dead->parsed()) return run_dead(*store, *a, filter ? &*filter : nullptr);
+    return run_operation(*store, retry->parsed() ? "retry" : "discard", *a);
   };
 }
 

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "dashboard_html.h"  // kDashboardHtml, generated from dashboard.html at build time
+#include "dead_letters.h"
 #include "event_state_json.h"
 #include "log.h"
 #include "metrics.h"
@@ -37,31 +38,76 @@ const PipelineView* find(const std::vector<PipelineView>& views, const std::stri
   return nullptr;
 }
 
-struct Filter {
-  std::string type, key, error;
-  bool matches(const DeadEvent& e) const {
-    return (type.empty() || e.type == type) &&
-           (key.empty() || e.key.find(key) != std::string::npos) &&
-           (error.empty() || e.last_error.find(error) != std::string::npos);
-  }
+// A pipeline that has dead letters: a relay's store, or a consume pipeline's group.
+bool has_dead_letters(const PipelineView* p) {
+  return p && (p->store || p->consumer);
+}
+
+// One pipeline's dead letters matching a filter, in the one shape of dead_letters.h, oldest
+// first: a store's (ids: event ids) or a consumer group's (ids: row ids, unique where an event id
+// may be parked twice). At most kMaxDead are read; `complete` false when there were more.
+struct DeadLetters {
+  std::vector<std::string> ids;
+  std::vector<std::string> lines;
+  bool complete = true;
 };
 
-std::vector<DeadEvent> matching(Store& store, const Filter& f, std::size_t limit) {
-  std::vector<DeadEvent> out;
-  for (auto& e : store.dead(kMaxDead)) {
-    if (!f.matches(e)) continue;
-    out.push_back(std::move(e));
-    if (out.size() >= limit) break;
+DeadLetters matching(const PipelineView& p, DeadLetterFilter f) {
+  DeadLetters out;
+  f.start_clock();
+  if (p.consumer) {
+    auto rows = p.consumer->dead(kMaxDead);
+    out.complete = rows.size() < kMaxDead;
+    for (const auto& d : rows) {
+      auto decoded = decode_dead_letter(d);
+      if (!decoded.matches(f)) continue;
+      out.ids.push_back(std::to_string(d.id));
+      out.lines.push_back(dead_letter_json(decoded));
+    }
+  } else {
+    auto dead = p.store->dead(kMaxDead);
+    out.complete = dead.size() < kMaxDead;
+    for (const auto& e : dead) {
+      if (!f.matches(e)) continue;
+      out.ids.push_back(e.id.str());
+      out.lines.push_back(dead_letter_json(e));
+    }
   }
   return out;
 }
 
-json dead_json(const DeadEvent& e) {
-  json j = json::parse(to_json(static_cast<const StoredEvent&>(e)), nullptr, false);
-  if (j.is_discarded()) j = json::object();
-  j["last_error"] = redact(e.last_error);
-  j["dead_at"] = format_rfc3339(e.dead_at);
-  return j;
+// The filter of a GET's query or a POST's "filter" object: type, key, error, older_than.
+// False with a 400 reply when older_than is malformed.
+template <typename Get>
+bool parse_filter(httplib::Response& res, Get get, DeadLetterFilter& f) {
+  DeadLetterFilterArgs args;
+  for (auto [field, slot] :
+       {std::pair{"type", &args.type}, std::pair{"key", &args.key}, std::pair{"error", &args.error},
+        std::pair{"older_than", &args.older_than}})
+    if (auto v = get(field); v && !v->empty()) *slot = *v;
+  try {
+    f = DeadLetterFilter::from(args, "older_than");
+    return true;
+  } catch (const std::exception& e) {
+    error(res, 400, e.what());
+    return false;
+  }
+}
+
+// A non-negative whole number from the query (`fallback` when absent), within [low, high];
+// false with a 400 reply when malformed.
+bool number_param(const httplib::Request& req, httplib::Response& res, const char* name,
+                  std::size_t fallback, std::size_t low, std::size_t high, std::size_t& out) {
+  out = fallback;
+  if (!req.has_param(name)) return true;
+  const std::string text = req.get_param_value(name);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      text.size() > 12) {
+    error(res, 400, std::string(name) + " must be a whole number");
+    return false;
+  }
+  out = std::clamp<std::size_t>(std::stoull(text), low, high);
+  return true;
 }
 
 // Largest number of events one blocked-keys or leases request reads from a store.
@@ -138,115 +184,176 @@ std::string cross_site_reason(const httplib::Request& req) {
   return {};
 }
 
-// 0 when the request may mutate, else the HTTP status to refuse it with (message in `why`).
-int refuse_mutation(const httplib::Request& req, const std::string& token, std::string& why) {
-  if (auto reason = cross_site_reason(req); !reason.empty()) {
-    why = "cross-site request refused (" + reason + ")";
-    return 403;
-  }
-  if (token.empty()) {
-    why = "read-only: no admin token is configured ([http] admin_token)";
-    return 403;
-  }
-  auto auth = req.get_header_value("Authorization");
+// Why a mutation is refused: the HTTP status, a stable code for the page and scripts, the text.
+struct Refusal {
+  int status = 0;  // 0: not refused
+  std::string code, why;
+};
+
+// The mutation guard of dashboard.h. No token given and a wrong token are told apart (both
+// 401, as RFC 6750 has it: `WWW-Authenticate: Bearer` alone, or with error="invalid_token"): an
+// operator who typed nothing is asked for the token, one who typed a wrong one is told so.
+Refusal refuse_mutation(const httplib::Request& req, const std::string& token) {
+  if (auto reason = cross_site_reason(req); !reason.empty())
+    return {403, "cross_site", "cross-site request refused (" + reason + ")"};
+  if (token.empty())
+    return {403, "read_only", "read-only: no admin token is configured ([http] admin_token)"};
+  // "Bearer TOKEN" (the scheme in any case); a header without credentials, or none, is no token.
+  std::string auth = req.get_header_value("Authorization");
+  auto trim = [](std::string& t) {
+    t.erase(0, std::min(t.size(), t.find_first_not_of(" \t")));
+    t.erase(std::min(t.size(), t.find_last_not_of(" \t") + 1));
+  };
+  trim(auth);
+  std::string scheme = auth.substr(0, auth.find(' '));
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const bool bearer = scheme == "bearer";
+  std::string given = bearer ? auth.substr(scheme.size()) : std::string();
+  trim(given);
+  if (auth.empty() || (bearer && given.empty()))
+    return {401, "token_required",
+            "admin token required: this change needs the admin token ([http] admin_token) as "
+            "Authorization: Bearer TOKEN"};
   // Constant-time comparison: the token is a secret.
-  std::string expected = "Bearer " + token;
-  bool same = auth.size() == expected.size();
+  bool same = bearer && given.size() == token.size();
   unsigned char diff = 0;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    diff |= static_cast<unsigned char>(expected[i] ^ (i < auth.size() ? auth[i] : 0));
-  if (!same || diff != 0) {
-    why = auth.empty() ? "admin token required (Authorization: Bearer ...)" : "wrong admin token";
-    return 401;
-  }
-  return 0;
+  for (std::size_t i = 0; i < token.size(); ++i)
+    diff |= static_cast<unsigned char>(token[i] ^ (i < given.size() ? given[i] : 0));
+  if (!same || diff != 0)
+    return {401, "token_wrong",
+            "wrong admin token: the token given is not [http] admin_token (Authorization: "
+            "Bearer TOKEN)"};
+  return {};
+}
+
+void refuse(httplib::Response& res, const Refusal& r) {
+  if (r.status == 401)
+    res.set_header("WWW-Authenticate", r.code == "token_wrong"
+                                           ? "Bearer realm=\"outpost\", error=\"invalid_token\""
+                                           : "Bearer realm=\"outpost\"");
+  reply(res, r.status, json{{"error", r.why}, {"code", r.code}});
 }
 
 // Every mutation is logged with its pipeline, what it asked (ids or filter), its outcome and
-// who asked (docs/operations.md, "The operator dashboard").
+// who asked (docs/dashboard.md, "Access").
 void audit(const httplib::Request& req, const std::string& pipeline, const std::string& what) {
   log("dashboard: " + what + " (from " + req.remote_addr + ")", pipeline);
 }
 
+// POST /api/dead/{retry,discard} and /api/consumer/dead/{retry,discard}: {"pipeline":P} and
+// either "ids" (a store's: event ids; a group's: row ids or event ids) or "filter" with "expect",
+// acted on only if the filter still matches exactly that many (the count the operator confirmed).
+// Either route takes either kind of pipeline.
 void mutate(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
             bool retry) {
-  std::string why;
-  if (int status = refuse_mutation(req, source.admin_token(), why)) return error(res, status, why);
+  if (auto r = refuse_mutation(req, source.admin_token()); r.status) return refuse(res, r);
   json body = json::parse(req.body, nullptr, false);
   if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string())
     return error(res, 400, "body must be a JSON object with \"pipeline\"");
   auto views = source.pipelines();
   const PipelineView* p = find(views, body["pipeline"].get<std::string>());
-  if (!p || !p->store) return error(res, 404, "no such pipeline");
-  std::vector<EventId> ids;
+  if (!has_dead_letters(p))
+    return error(res, 404, "no such pipeline: '" + body["pipeline"].get<std::string>() + "'");
+  const bool group = p->consumer != nullptr;
+  std::vector<std::string> ids;
   std::string what;  // for the log: "3 id(s)" or "by filter {...}"
   if (body.contains("ids")) {
     if (!body["ids"].is_array()) return error(res, 400, "\"ids\" must be an array");
     for (const auto& v : body["ids"]) {
-      auto id = v.is_string() ? EventId::parse(v.get<std::string>()) : std::nullopt;
-      if (!id) return error(res, 400, "\"ids\" must hold event ids (UUIDs)");
-      ids.push_back(*id);
+      std::string id = v.is_string()                     ? v.get<std::string>()
+                       : v.is_number_unsigned() && group ? std::to_string(v.get<std::uint64_t>())
+                                                         : std::string();
+      bool row = group && !id.empty() && id.find_first_not_of("0123456789") == std::string::npos;
+      if (!row && !EventId::parse(id))
+        return error(res, 400,
+                     group ? "\"ids\" must hold dead-letter row ids or event ids (UUIDs)"
+                           : "\"ids\" must hold event ids (UUIDs)");
+      ids.push_back(id);
     }
     what = std::to_string(ids.size()) + " id(s)";
   } else if (body.contains("filter") && body["filter"].is_object() && body.contains("expect") &&
              body["expect"].is_number_unsigned()) {
-    what = "by filter " + body["filter"].dump(-1, ' ', false, json::error_handler_t::replace);
-    Filter f{body["filter"].value("type", ""), body["filter"].value("key", ""),
-             body["filter"].value("error", "")};
-    auto found = matching(*p->store, f, kMaxDead);
+    const json& fj = body["filter"];
+    what = "by filter " + fj.dump(-1, ' ', false, json::error_handler_t::replace);
+    DeadLetterFilter f;
+    auto field = [&](const char* name) -> std::optional<std::string> {
+      if (fj.contains(name) && fj[name].is_string()) return fj[name].get<std::string>();
+      return std::nullopt;
+    };
+    if (!parse_filter(res, field, f)) return;
+    DeadLetters found;
+    try {
+      found = matching(*p, f);
+    } catch (const std::exception& e) {
+      return error(res, 502, e.what());
+    }
     auto expect = body["expect"].get<std::size_t>();
-    if (found.size() != expect)
+    if (found.ids.size() != expect)
       return reply(res, 409,
-                   json{{"error", "the filter now matches " + std::to_string(found.size()) +
+                   json{{"error", "the filter now matches " + std::to_string(found.ids.size()) +
                                       " dead letters, not the " + std::to_string(expect) +
                                       " confirmed; preview again"},
-                        {"matching", found.size()}});
-    for (const auto& e : found) ids.push_back(e.id);
+                        {"matching", found.ids.size()}});
+    ids = std::move(found.ids);
   } else {
     return error(res, 400, "give \"ids\", or \"filter\" with \"expect\" (the previewed count)");
   }
+  if (group)
+    what = "consumer dead letters: " + std::string(retry ? "retry " : "discard ") + what;
+  else
+    what = std::string(retry ? "retry " : "discard ") + what;
   try {
-    std::size_t n = retry ? p->store->retry(ids) : p->store->discard(ids);
-    audit(req, p->name,
-          std::string(retry ? "retry " : "discard ") + what + ": " +
-              (retry ? "retried " : "discarded ") + std::to_string(n));
-    reply(res, 200, json{{retry ? "retried" : "discarded", n}});
-  } catch (const std::exception& e) {
-    audit(req, p->name, std::string(retry ? "retry " : "discard ") + what + " failed: " + e.what());
-    error(res, 502, e.what());
-  }
-}
-
-// POST /api/consumer/dead/{retry,discard} {"pipeline":P,"ids":[row or event ids]}: the same
-// guard as the store's dead letters; the consumer of the group handles retried ones again.
-void consumer_mutate(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
-                     bool retry) {
-  std::string why;
-  if (int status = refuse_mutation(req, source.admin_token(), why)) return error(res, status, why);
-  json body = json::parse(req.body, nullptr, false);
-  if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string() ||
-      !body.contains("ids") || !body["ids"].is_array())
-    return error(res, 400, "body must be {\"pipeline\":P,\"ids\":[...]}");
-  auto views = source.pipelines();
-  const PipelineView* p = find(views, body["pipeline"].get<std::string>());
-  if (!p || !p->consumer) return error(res, 404, "no such consume pipeline");
-  std::vector<std::string> ids;
-  for (const auto& v : body["ids"]) {
-    if (v.is_string())
-      ids.push_back(v.get<std::string>());
-    else if (v.is_number_integer())
-      ids.push_back(std::to_string(v.get<std::int64_t>()));
-    else
-      return error(res, 400, "\"ids\" must hold dead-letter row ids or event ids");
-  }
-  const std::string what = std::string("consumer dead letters: ") +
-                           (retry ? "retry " : "discard ") + std::to_string(ids.size()) + " id(s)";
-  try {
-    std::size_t n = retry ? p->consumer->retry(ids) : p->consumer->discard(ids);
+    std::size_t n = 0;
+    if (group) {
+      n = retry ? p->consumer->retry(ids) : p->consumer->discard(ids);
+    } else {
+      std::vector<EventId> events;
+      for (const auto& id : ids) events.push_back(*EventId::parse(id));
+      n = retry ? p->store->retry(events) : p->store->discard(events);
+    }
     audit(req, p->name, what + ": " + (retry ? "retried " : "discarded ") + std::to_string(n));
     reply(res, 200, json{{retry ? "retried" : "discarded", n}});
   } catch (const std::exception& e) {
     audit(req, p->name, what + " failed: " + e.what());
+    error(res, 502, e.what());
+  }
+}
+
+// GET /api/dead and /api/consumer/dead: ?pipeline=P&type=&key=&error=&older_than=&offset=&limit=
+// -> {"matching":N,"offset":O,"limit":L,"complete":bool,"events":[...]}: the matches from
+// `offset` on, at most `limit` (100 by default), oldest first; `matching` counts them all among
+// the oldest kMaxDead read (`complete` false when there were more).
+void list_dead(PipelineSource& source, const httplib::Request& req, httplib::Response& res) {
+  auto views = source.pipelines();
+  const PipelineView* p = find(views, req.get_param_value("pipeline"));
+  if (!has_dead_letters(p))
+    return error(res, 404, "no such pipeline: '" + req.get_param_value("pipeline") + "'");
+  DeadLetterFilter f;
+  auto param = [&](const char* name) -> std::optional<std::string> {
+    if (req.has_param(name)) return req.get_param_value(name);
+    return std::nullopt;
+  };
+  if (!parse_filter(res, param, f)) return;
+  std::size_t offset = 0, limit = 0;
+  if (!number_param(req, res, "offset", 0, 0, kMaxDead, offset) ||
+      !number_param(req, res, "limit", 100, 1, kMaxDead, limit))
+    return;
+  try {
+    DeadLetters found = matching(*p, f);
+    // Composed as text: each dead letter's payload keeps its exact JSON (dead_letters.h).
+    std::string events = "[";
+    for (std::size_t i = offset; i < found.lines.size() && i < offset + limit; ++i)
+      events += (i == offset ? "" : ",") + found.lines[i];
+    events += "]";
+    res.status = 200;
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(
+        "{\"matching\":" + std::to_string(found.lines.size()) +
+            ",\"offset\":" + std::to_string(offset) + ",\"limit\":" + std::to_string(limit) +
+            ",\"complete\":" + (found.complete ? "true" : "false") + ",\"events\":" + events + "}",
+        "application/json");
+  } catch (const std::exception& e) {
     error(res, 502, e.what());
   }
 }
@@ -256,9 +363,10 @@ void consumer_mutate(PipelineSource& source, const httplib::Request& req, httpli
 bool refuse_before_body(const httplib::Request& req, httplib::Response& res, PipelineSource& source,
                         std::string& why) {
   if (req.method != "POST" || req.path.rfind("/api/", 0) != 0) return false;
-  int status = refuse_mutation(req, source.admin_token(), why);
-  if (status == 0) return false;
-  error(res, status, why);
+  auto r = refuse_mutation(req, source.admin_token());
+  if (r.status == 0) return false;
+  why = r.why;
+  refuse(res, r);
   return true;
 }
 
@@ -309,26 +417,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
                {"shutting_down", source.shutting_down()}});
   });
   server.Get("/api/dead", [&source](const httplib::Request& req, httplib::Response& res) {
-    auto views = source.pipelines();
-    const PipelineView* p = find(views, req.get_param_value("pipeline"));
-    if (!p || !p->store) return error(res, 404, "no such pipeline");
-    Filter f{req.get_param_value("type"), req.get_param_value("key"), req.get_param_value("error")};
-    std::size_t limit = 100;
-    if (req.has_param("limit")) {
-      try {
-        limit = std::clamp<std::size_t>(std::stoul(req.get_param_value("limit")), 1, kMaxDead);
-      } catch (const std::exception&) {
-        return error(res, 400, "limit must be a number");
-      }
-    }
-    try {
-      auto all = matching(*p->store, f, kMaxDead);
-      json events = json::array();
-      for (std::size_t i = 0; i < all.size() && i < limit; ++i) events.push_back(dead_json(all[i]));
-      reply(res, 200, json{{"matching", all.size()}, {"events", events}});
-    } catch (const std::exception& e) {
-      error(res, 502, e.what());
-    }
+    list_dead(source, req, res);
   });
   server.Get("/api/blocked", [&source](const httplib::Request& req, httplib::Response& res) {
     auto views = source.pipelines();
@@ -369,35 +458,15 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
     }
   });
   server.Get("/api/consumer/dead", [&source](const httplib::Request& req, httplib::Response& res) {
-    auto views = source.pipelines();
-    const PipelineView* p = find(views, req.get_param_value("pipeline"));
-    if (!p || !p->consumer) return error(res, 404, "no such consume pipeline");
-    std::size_t limit = 0;
-    if (!inspect_limit(req, res, limit)) return;
-    try {
-      json events = json::array();
-      for (const auto& d : p->consumer->dead(limit))
-        events.push_back(json{{"id", d.id},
-                              {"event_id", d.event_id},
-                              {"key", d.key},
-                              {"position", d.position},
-                              {"attempts", d.attempts},
-                              {"error", redact(d.error)},
-                              {"state", d.state},
-                              {"dead_at", format_rfc3339(d.dead_at)},
-                              {"payload", d.payload}});
-      reply(res, 200, json{{"events", events}});
-    } catch (const std::exception& e) {
-      error(res, 502, e.what());
-    }
+    list_dead(source, req, res);
   });
   server.Post("/api/consumer/dead/retry",
               [&source](const httplib::Request& req, httplib::Response& res) {
-                consumer_mutate(source, req, res, true);
+                mutate(source, req, res, true);
               });
   server.Post("/api/consumer/dead/discard",
               [&source](const httplib::Request& req, httplib::Response& res) {
-                consumer_mutate(source, req, res, false);
+                mutate(source, req, res, false);
               });
   server.Post("/api/dead/retry", [&source](const httplib::Request& req, httplib::Response& res) {
     mutate(source, req, res, true);

@@ -1,24 +1,29 @@
 #pragma once
-// The operator dashboard served at / by the HTTP server (metrics.h), and its JSON API:
-//   GET  /                    the page (HTML/JS/CSS embedded at build time, no external assets)
+// The operator dashboard served at / by the HTTP server (metrics.h), and its JSON API
+// (docs/dashboard.md):
+//   GET  /                    the page (HTML/JS/CSS embedded at build time, no external assets);
+//                             each tab at its own URL (#dead?pipeline=P&...), pickers refreshed
+//                             from /api/overview
 //   GET  /api/overview        pipelines: state, counters, backlog, oldest age, dead count; a
 //                             consume pipeline's group: position, lag, dead letters, counters
-//   GET  /api/dead?pipeline=P&type=&key=&error=&limit=   dead letters matching the filter
-//                             (type exact, key and error text substring), with payload/headers
+//   GET  /api/dead?pipeline=P&type=&key=&error=&older_than=&offset=&limit=   the dead letters of
+//                             a relay's store or of a consume pipeline's group, in one shape
+//                             (dead_letters.h), the matches from offset on, at most limit
 //   GET  /api/blocked?pipeline=P&limit=   keys whose head event failed (Store::blocked): error,
 //                             attempts, next attempt, or the lease of the attempt in flight
 //   GET  /api/leases?pipeline=P&limit=    events under a live lease (Store::leased), grouped by
 //                             the claim holding them: owner, fence, keys, expiry
-//   GET  /api/consumer/dead?pipeline=P&limit=   a consume pipeline's group's dead letters
-//   POST /api/consumer/dead/retry|discard  {"pipeline":P,"ids":[row or event ids]}
-//   POST /api/dead/retry      {"pipeline":P,"ids":[...]} or
-//   POST /api/dead/discard    {"pipeline":P,"filter":{...},"expect":N}: every match, only if
-//                             there are still exactly N (the count the operator confirmed)
+//   GET  /api/consumer/dead   the same as /api/dead
+//   POST /api/dead/retry|discard (or /api/consumer/dead/...)  {"pipeline":P,"ids":[...]} (event
+//                             ids; a group's: row or event ids) or {"pipeline":P,"filter":{...},
+//                             "expect":N}: every match, only if there are still exactly N (the
+//                             count the operator confirmed)
 // Mutations need `Authorization: Bearer <admin token>` ([http] admin_token); without a
-// configured token the dashboard is read-only (403). Cross-site requests are refused (403): a
-// mutation must be a same-origin JSON POST (Origin, if sent, equals the Host; Sec-Fetch-Site, if
-// sent, is same-origin/none; Content-Type application/json, which a cross-site form cannot send
-// without a CORS preflight this server never grants).
+// configured token the dashboard is read-only (403). No token and a wrong one are both 401, told
+// apart by the body's "code" (token_required, token_wrong) and WWW-Authenticate. Cross-site
+// requests are refused (403): a mutation must be a same-origin JSON POST (Origin, if sent, equals
+// the Host; Sec-Fetch-Site, if sent, is same-origin/none; Content-Type application/json, which a
+// cross-site form cannot send without a CORS preflight this server never grants).
 
 #include <string>
 

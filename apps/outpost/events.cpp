@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "core/duration.h"
+#include "dead_letters.h"
 #include "event_state_json.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
@@ -35,39 +35,19 @@ namespace {
 // so on stderr when there are more). docs/cli.md, "events".
 constexpr std::size_t kMaxScan = 100'000;
 
-// The dashboard's dead-letter filter (type exact, key and error substrings; docs/operations.md)
-// plus --older-than. Texts as given; the duration is parsed before anything is opened.
-struct FilterArgs {
-  // Given at all (an empty text included: `--older-than ''` is an error, not "no filter").
-  std::optional<std::string> type, key, error, older_than;
-  bool given() const { return type || key || error || older_than; }
-};
+using FilterArgs = DeadLetterFilterArgs;
 
-struct Filter {
-  std::string type, key, error;
-  std::optional<Duration> older_than;
-  TimePoint cutoff{};  // older_than: events at or before this match
-
-  bool matches(const StoredEvent& e, const std::string* last_error, TimePoint age_from) const {
-    return (type.empty() || e.type == type) &&
-           (key.empty() || e.key.find(key) != std::string::npos) &&
-           (error.empty() || (last_error && last_error->find(error) != std::string::npos)) &&
-           (!older_than || age_from <= cutoff);
+// The dead-letter filter (dead_letters.h) also selects undelivered events for `list`: no last
+// error, age from occurred_at.
+struct Filter : DeadLetterFilter {
+  using DeadLetterFilter::matches;
+  bool matches(const StoredEvent& e) const {
+    return matches(e.type, e.key, nullptr, e.occurred_at);
   }
-  bool matches(const DeadEvent& e) const { return matches(e, &e.last_error, e.dead_at); }
-  bool matches(const StoredEvent& e) const { return matches(e, nullptr, e.occurred_at); }
 };
 
 Filter make_filter(const FilterArgs& a) {
-  Filter f{a.type.value_or(""), a.key.value_or(""), a.error.value_or(""), std::nullopt, {}};
-  if (a.older_than) f.older_than = core::parse_duration(*a.older_than, "--older-than");
-  return f;
-}
-
-// Sets the age cutoff from this host's clock; called just before the store is read.
-void start_clock(Filter& f) {
-  if (f.older_than)
-    f.cutoff = now() - std::chrono::duration_cast<std::chrono::microseconds>(*f.older_than);
+  return Filter{DeadLetterFilter::from(a)};
 }
 
 void warn_bound(const char* command, const char* what) {
@@ -123,11 +103,19 @@ int run_stats(Store& store, bool json) {
 
 // Reads up to kMaxScan dead letters (warning when there are more) and keeps those matching.
 std::vector<DeadEvent> matching_dead(Store& store, Filter f, const char* command) {
-  start_clock(f);
+  f.start_clock();
   auto all = store.dead(kMaxScan);
   if (all.size() >= kMaxScan) warn_bound(command, "dead letters");
   std::erase_if(all, [&](const DeadEvent& e) { return !f.matches(e); });
   return all;
+}
+
+// One line of `list` (the event) or of `dead` (the dead-letter shape, dead_letters.h).
+std::string line_of(const StoredEvent& e) {
+  return to_json(e);
+}
+std::string line_of(const DeadEvent& e) {
+  return dead_letter_json(e);
 }
 
 // dead and list: without a filter or --newest-first, the store's own bound is the limit; else
@@ -140,7 +128,7 @@ int print_events(const Filter* f, bool newest_first, std::size_t limit, Read rea
     events = read(limit);
   } else {
     Filter filter = f ? *f : Filter{};
-    start_clock(filter);
+    filter.start_clock();
     events = read(kMaxScan);
     if (events.size() >= kMaxScan) warn_bound(command, what);
     std::erase_if(events, [&](const Event& e) { return !filter.matches(e); });
@@ -148,7 +136,7 @@ int print_events(const Filter* f, bool newest_first, std::size_t limit, Read rea
     if (events.size() > limit) events.resize(limit);
   }
   std::string out;
-  for (const Event& e : events) out += to_json(e) + "\n";
+  for (const Event& e : events) out += line_of(e) + "\n";
   std::cout << out;
   return kExitOk;
 }
@@ -266,20 +254,6 @@ int run_show(Store& store, const std::string& text) {
   return kExitRuntime;
 }
 
-void add_filter_options(CLI::App* sub, FilterArgs& f, bool dead_letters) {
-  sub->add_option("--type", f.type, "Only events of this type (exact)");
-  sub->add_option("--key", f.key, "Only events whose key contains this text");
-  sub->add_option("--error", f.error,
-                  dead_letters ? "Only dead letters whose last error contains this text"
-                               : "Not available: Store::list carries no last error");
-  sub->add_option("--older-than", f.older_than,
-                  dead_letters ? "Only dead letters dead for at least DURATION (500ms, 30s, 5m, "
-                                 "12h, 7d)"
-                               : "Only events that occurred at least DURATION ago (500ms, 30s, "
-                                 "5m, 12h, 7d)")
-      ->type_name("DURATION");
-}
-
 }  // namespace
 
 Runner add_events_command(CLI::App& root) {
@@ -296,13 +270,13 @@ Runner add_events_command(CLI::App& root) {
   list->add_option("--limit", a->list_limit, "At most N events")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
-  add_filter_options(list, a->filter, false);
+  add_dead_letter_filter_options(list, a->filter, false);
   list->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
   auto* dead = sub->add_subcommand("dead", "Dead letters, oldest first, JSON lines + last_error");
   dead->add_option("--limit", a->dead_limit, "At most N events")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
-  add_filter_options(dead, a->filter, true);
+  add_dead_letter_filter_options(dead, a->filter, true);
   dead->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
   auto* blocked = sub->add_subcommand(
       "blocked", "Keys whose head event failed (ordered mode: the key waits), JSON lines");
@@ -319,13 +293,13 @@ Runner add_events_command(CLI::App& root) {
   retry->add_option("ids", a->retry_ids,
                     "Event ids (all must be dead letters, else none is retried)");
   retry->add_flag("--all", a->retry_all, "Every dead letter");
-  add_filter_options(retry, a->filter, true);
+  add_dead_letter_filter_options(retry, a->filter, true);
   retry->add_flag("--verbose", a->verbose, "Print each id retried, one per line, before the count");
   auto* discard = sub->add_subcommand("discard", "Delete dead letters: by IDs, --all or filters");
   discard->add_option("ids", a->discard_ids,
                       "Event ids (all must be dead letters, else none is discarded)");
   discard->add_flag("--all", a->discard_all, "Every dead letter");
-  add_filter_options(discard, a->filter, true);
+  add_dead_letter_filter_options(discard, a->filter, true);
   discard->add_flag("--verbose", a->verbose,
                     "Print each id discarded, one per line, before the count");
 
