@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "case_available.h"
 #include "checkpoint_cases.h"
 #include "consume/checkpoint_store.h"
 #include "consume/sql.h"
@@ -73,11 +74,8 @@ Message message(const std::string& key, const std::string& payload) {
 class CheckpointConformance : public ::testing::TestWithParam<CheckpointCase> {
  protected:
   void SetUp() override {
-    std::string reason = GetParam().unavailable_reason();
-    if (!reason.empty()) {
-      if (require_all_endpoints()) FAIL() << GetParam().name << " unavailable: " << reason;
-      GTEST_SKIP() << GetParam().name << " unavailable: " << reason;
-    }
+    skip_unless_available(GetParam().name, GetParam().unavailable_reason());
+    if (IsSkipped() || HasFatalFailure()) return;
     fixture_ = GetParam().make();
     // The effects table lives in the checkpoint store's database (the prefix keeps it apart).
     effects_ = "conf_effects";

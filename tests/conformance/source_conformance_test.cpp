@@ -1,0 +1,194 @@
+// The Source conformance suite: what every log a consumer reads must do alike
+// (include/outpost/consumer.h, docs/consumers.md "Sources"), run against every registered case
+// (tests/support/source_cases.h; file, redis-stream, kafka, nats). Each case writes the log with
+// outpost's own sink for it, so the suite also pins "one URL means the same to relay and
+// consumer":
+// - what the sink wrote comes back: id, type, key, payload and headers, each key in order;
+// - a position is where reading goes on: a new source seeks just after it;
+// - a read with nothing new returns nothing (waiting at most about its wait), and lag is 0 at the
+//   end when the source can tell;
+// - a consumer on it (SQLite checkpoint store) handles every event once across a crash before a
+//   commit and a restart.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "case_available.h"
+#include "outpost/consumer.h"
+#include "outpost/error.h"
+#include "source_cases.h"
+#include "store_cases.h"
+
+namespace outpost::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr int kEvents = 24;
+constexpr int kKeys = 4;
+
+class SourceConformance : public ::testing::TestWithParam<SourceCase> {
+ protected:
+  void SetUp() override {
+    skip_unless_available(GetParam().name, GetParam().unavailable_reason());
+    if (IsSkipped() || HasFatalFailure()) return;
+    fixture_ = GetParam().make();
+  }
+  void TearDown() override {
+    fixture_.sink.reset();
+    if (fixture_.cleanup) fixture_.cleanup();
+  }
+
+  // Writes kEvents events over kKeys keys through the case's sink; returns them in log order.
+  std::vector<StoredEvent> write() {
+    std::vector<StoredEvent> events;
+    for (int i = 0; i < kEvents; ++i) {
+      StoredEvent e;
+      static_cast<Event&>(e) = Event::make("source.conf", "{\"n\":" + std::to_string(i) + "}",
+                                           "k" + std::to_string(i % kKeys));
+      e.headers["tenant"] = "t" + std::to_string(i % 2);
+      e.seq = i + 1;
+      events.push_back(std::move(e));
+    }
+    for (auto& r : fixture_.sink->deliver(events)) EXPECT_TRUE(r.ok()) << r.error;
+    return events;
+  }
+
+  // Reads from `source` until `n` messages came or 60 s passed.
+  static std::vector<Message> read(Source& source, std::size_t n) {
+    std::vector<Message> out;
+    auto deadline = SteadyClock::now() + 60s;
+    while (out.size() < n && SteadyClock::now() < deadline)
+      for (auto& m : source.read(n - out.size(), 200ms)) out.push_back(std::move(m));
+    return out;
+  }
+
+  // Per key, the payloads in the order they came.
+  static std::map<std::string, std::vector<std::string>> by_key(const std::vector<Message>& msgs) {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& m : msgs) out[m.event.key].push_back(m.event.payload);
+    return out;
+  }
+  static std::map<std::string, std::vector<std::string>> by_key(
+      const std::vector<StoredEvent>& events) {
+    std::map<std::string, std::vector<std::string>> out;
+    for (const auto& e : events) out[e.key].push_back(e.payload);
+    return out;
+  }
+
+  SourceFixture fixture_;
+};
+
+TEST_P(SourceConformance, WhatTheSinkWroteComesBackWithItsFieldsEachKeyInOrder) {
+  auto events = write();
+  auto source = open_source(fixture_.url);
+  EXPECT_EQ(source->name(), GetParam().scheme);
+  EXPECT_TRUE(source->same_log(source->url())) << source->url();
+  source->seek("");
+  auto msgs = read(*source, events.size());
+  ASSERT_EQ(msgs.size(), events.size());
+  std::map<std::string, const StoredEvent*> sent;
+  for (const auto& e : events) sent[e.id.str()] = &e;
+  std::set<std::string> seen;
+  for (const auto& m : msgs) {
+    EXPECT_TRUE(m.parse_error.empty()) << m.parse_error;
+    EXPECT_FALSE(m.position.empty());
+    auto it = sent.find(m.event.id.str());
+    ASSERT_NE(it, sent.end()) << "an id the sink did not write: " << m.event.id.str();
+    EXPECT_TRUE(seen.insert(it->first).second) << "read twice: " << it->first;
+    const StoredEvent& e = *it->second;
+    EXPECT_EQ(m.event.type, e.type);
+    EXPECT_EQ(m.event.key, e.key);
+    EXPECT_EQ(m.event.payload, e.payload);
+    auto tenant = m.event.headers.find("tenant");
+    ASSERT_NE(tenant, m.event.headers.end()) << "header 'tenant' lost for " << it->first;
+    EXPECT_EQ(tenant->second, e.headers.at("tenant"));
+  }
+  EXPECT_EQ(by_key(msgs), by_key(events));
+}
+
+TEST_P(SourceConformance, ANewSourceSeeksJustAfterAPositionAndReadsOnFromThere) {
+  auto events = write();
+  auto first = open_source(fixture_.url);
+  first->seek("");
+  auto msgs = read(*first, events.size());
+  ASSERT_EQ(msgs.size(), events.size());
+  const std::size_t half = msgs.size() / 2;
+  // Read so far, per key in order, is what a checkpoint at msgs[half - 1] covers.
+  std::vector<Message> before(msgs.begin(), msgs.begin() + static_cast<std::ptrdiff_t>(half));
+  auto second = open_source(fixture_.url);
+  second->seek(msgs[half - 1].position);
+  auto rest = read(*second, msgs.size() - half);
+  ASSERT_EQ(rest.size(), msgs.size() - half);
+  std::set<std::string> ids;
+  for (const auto& m : before) ids.insert(m.event.id.str());
+  for (const auto& m : rest)
+    EXPECT_TRUE(ids.insert(m.event.id.str()).second) << "read again after its position";
+  EXPECT_EQ(ids.size(), events.size());
+  std::vector<Message> all = before;
+  all.insert(all.end(), rest.begin(), rest.end());
+  EXPECT_EQ(by_key(all), by_key(events));
+
+  // At the end: nothing more, and lag 0 where the source can tell.
+  auto third = open_source(fixture_.url);
+  third->seek(rest.back().position);
+  auto t0 = SteadyClock::now();
+  EXPECT_TRUE(third->read(10, 300ms).empty());
+  EXPECT_LT(SteadyClock::now() - t0, 30s) << "a read with nothing new waits about its wait";
+  if (auto lag = third->lag(rest.back().position)) {
+    EXPECT_EQ(*lag, 0);
+  }
+}
+
+TEST_P(SourceConformance, AConsumerHandlesEveryEventOnceAcrossACrashAndARestart) {
+  auto events = write();
+  const std::string db = temp_dir() + "/" + unique_name("srcconf") + ".db";
+  auto store = open_checkpoint_store("sqlite:" + db);
+  std::map<std::string, int> handled;  // committed effects only
+  std::map<std::string, int> pending;
+  ConsumerOptions o;
+  o.group = "conf";
+  o.batch_size = 5;
+  o.poll = 100ms;
+  o.until_idle = 3s;
+  int commits = 0;
+  o.before_commit = [&] {
+    if (++commits == 3) throw std::runtime_error("crash before the third commit");
+    for (auto& [id, n] : pending) handled[id] += n;
+    pending.clear();
+  };
+  auto handler = [&](ConsumerBatch& b) {
+    pending.clear();
+    for (const auto& m : b.messages()) ++pending[m.event.id.str()];
+  };
+  {
+    auto source = open_source(fixture_.url);
+    Consumer crashing(*source, *store, o);
+    EXPECT_THROW(crashing.run(handler), std::runtime_error);
+  }
+  o.before_commit = [&] {
+    for (auto& [id, n] : pending) handled[id] += n;
+    pending.clear();
+  };
+  auto source = open_source(fixture_.url);
+  Consumer consumer(*source, *store, o);
+  consumer.run(handler);
+  EXPECT_EQ(handled.size(), events.size());
+  for (const auto& [id, n] : handled) EXPECT_EQ(n, 1) << id;
+  EXPECT_EQ(consumer.counters().parked, 0u);
+  store.reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Sources, SourceConformance, ::testing::ValuesIn(source_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace outpost::testing
