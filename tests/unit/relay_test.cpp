@@ -262,7 +262,9 @@ TEST_P(RelayTest, ExpiredLeaseOfAHungRelayIsRecoveredByAnotherRelay) {
     ++b_calls;
   });
   RelayOptions o;
-  o.lease = 100ms;
+  // A lease a slow machine can keep: a claim that outlasts it is given back undelivered (the
+  // lease deadline), and under TSan on a loaded machine 100 ms did not hold.
+  o.lease = 1s;
   o.poll_interval = 20ms;
   o.deliver_timeout = 30s;  // a hung process: its deadline never comes
   Relay a(*hung_view, sink_a, o);
@@ -294,11 +296,13 @@ TEST_P(RelayTest, LiveLeaseIsRenewedAndNotTakenOver) {
   HandlerSink sink_a, sink_b;
   sink_a.on("t", [&](const StoredEvent&) {
     ++a_calls;
-    std::this_thread::sleep_for(400ms);  // four leases long
+    std::this_thread::sleep_for(3s);  // three leases long
   });
   sink_b.on("t", [&](const StoredEvent&) { ++b_calls; });
   RelayOptions o;
-  o.lease = 100ms;
+  // Long enough that a renewal answered late by a loaded machine (TSan, 8 jobs on 2 cores) still
+  // lands before the lease deadline; 100 ms did not.
+  o.lease = 1s;
   o.poll_interval = 10ms;
   o.deliver_timeout = 30s;  // longer than the lease: renewed while the handler works
   Relay a(*counted, sink_a, o);
