@@ -3,6 +3,8 @@
 //   outpost emit --store URL -     one event per stdin line (JSON encoding), ONE transaction:
 //                                  a bad line is a usage error naming its number, nothing written
 //                                  (nor opened); unknown fields are bad (docs/cli.md, emit).
+// A W3C traceparent/tracestate header is checked here (outpost/event.h, trace_context_problem)
+// and travels to every sink under its own name (docs/sinks.md, "Trace context").
 // Prints the id of every event written, one per line.
 
 #include <iostream>
@@ -57,6 +59,9 @@ StdinEvents read_stdin_events() {
     // The stores' own input rules (core/append_check.h), here so that the message names the
     // line and nothing is opened. The payload limit is the store's (its URL may change it).
     core::check_event(events.back(), where, 0, "cli");
+    // A trace context tracing libraries would drop is refused (outpost/event.h).
+    if (auto p = trace_context_problem(events.back().headers); !p.empty())
+      throw ConfigError(where() + ": " + p);
     // Two lines with one id can never both be written (every store refuses the call): an input
     // error naming both lines, found before anything is opened.
     if (const EventId& id = events.back().id; !id.is_nil()) {
@@ -111,6 +116,7 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
     check_payload_kind(e, "emit: --payload");
     core::check_event(
         e, [] { return std::string("emit"); }, 0, "cli");
+    check_trace_context(e, "emit");
     events.push_back(std::move(e));
   }
   // Ids are assigned here, not by the store, so they can be printed.
@@ -146,7 +152,9 @@ Runner add_emit_command(CLI::App& root) {
       ->envname("OUTPOST_STORE");
   sub->add_option("--type", args->type, "Event type, e.g. order.placed");
   sub->add_option("--key", args->key, "Aggregate / partition key (order per key); empty: none");
-  sub->add_option("--header", args->headers, "Header NAME=VALUE (repeatable)")
+  sub->add_option("--header", args->headers,
+                  "Header NAME=VALUE (repeatable); traceparent=00-<trace id>-<span id>-<flags> "
+                  "(W3C, checked) reaches every sink as the traceparent header")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--payload", args->payload,

@@ -48,7 +48,10 @@ using Headers = std::map<std::string, std::string, std::less<>>;
 namespace header {
 inline constexpr std::string_view kCorrelationId = "correlation_id";
 inline constexpr std::string_view kCausationId = "causation_id";
+// W3C Trace Context (https://www.w3.org/TR/trace-context/): given at emit, delivered by every
+// sink under these names, as tracing libraries read them (docs/sinks.md, "Trace context").
 inline constexpr std::string_view kTraceparent = "traceparent";
+inline constexpr std::string_view kTracestate = "tracestate";
 inline constexpr std::string_view kSchemaVersion = "schema_version";
 // Reserved: the payload's media type (CloudEvents `datacontenttype`). Absent means JSON, the
 // convention; see PayloadKind.
@@ -109,6 +112,43 @@ struct DeadEvent : StoredEvent {
   std::string last_error;
   TimePoint dead_at;
 };
+
+// ---- Trace context and the causal chain (docs/sinks.md, "Trace context") ----
+
+// Empty when the event's trace context headers are well formed; else what is wrong, naming the
+// header: `traceparent` must be W3C version-format `VV-<32 hex trace id>-<16 hex parent id>-FF`
+// (lowercase hex, ids not all zero, version not ff; version 00 exactly 55 characters, a later
+// version may add `-...`), `tracestate` (at most 512 printable ASCII characters) needs a
+// traceparent, and neither may be spelt in another case (`Traceparent`), since tracing
+// libraries look for the lowercase names. check_trace_context throws it as a ConfigError
+// prefixed with `where`. Bus::emit and `outpost emit` check it; a store's append keeps headers as
+// given.
+std::string trace_context_problem(const Headers& headers);
+void check_trace_context(const Event& event, std::string_view where);
+
+// While a handler handles `handled` on this thread (HandlerSink, hence the Bus, sets one around
+// each handler call; a consumer can do the same around its handler), events appended on this
+// thread take their causal chain from it unless they give their own: correlation_id = the
+// handled event's correlation_id (its id when it has none), causation_id = its id, and its
+// traceparent/tracestate unchanged. Scopes nest; the innermost counts. `handled` must outlive
+// the scope.
+class HandlingScope {
+ public:
+  explicit HandlingScope(const Event& handled) noexcept;
+  ~HandlingScope();
+  HandlingScope(const HandlingScope&) = delete;
+  HandlingScope& operator=(const HandlingScope&) = delete;
+
+ private:
+  const Event* previous_;
+};
+
+// The event handled on this thread (the innermost HandlingScope), or nullptr.
+const Event* handled_event() noexcept;
+
+// Adds to `event` what it inherits from the handled event (above), keeping every header it
+// already has. Does nothing outside a HandlingScope. Every store's append calls it.
+void inherit_from_handled(Event& event);
 
 TimePoint now();
 

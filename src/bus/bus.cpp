@@ -119,14 +119,20 @@ Bus::Bus(std::shared_ptr<Store> store, BusOptions options)
 
 Bus::~Bus() = default;  // Impl's destructor stops the relay before the sink goes away
 
+// An event emitted from a handler takes its causal chain from the handled event before the
+// middlewares see it (outpost/event.h, HandlingScope); what the middlewares leave must carry a
+// well-formed trace context (docs/sinks.md, "Trace context").
 void Bus::emit(Event event, TxHandle tx) {
+  inherit_from_handled(event);
   auto mws = impl_->emit_snapshot();
   for (const auto& mw : *mws)
     if (!mw(event)) return;
+  check_trace_context(event, "Bus::emit");
   impl_->store->append(std::span<const Event>(&event, 1), tx);
 }
 
 void Bus::emit_many(std::vector<Event> events, TxHandle tx) {
+  for (auto& e : events) inherit_from_handled(e);
   auto mws = impl_->emit_snapshot();
   if (!mws->empty()) {
     std::erase_if(events, [&](Event& e) {
@@ -136,6 +142,9 @@ void Bus::emit_many(std::vector<Event> events, TxHandle tx) {
     });
   }
   if (events.empty()) return;
+  for (std::size_t i = 0; i < events.size(); ++i)
+    if (auto p = trace_context_problem(events[i].headers); !p.empty())
+      throw ConfigError("Bus::emit_many: event " + std::to_string(i) + ": " + p);
   impl_->store->append(events, tx);
 }
 

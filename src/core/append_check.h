@@ -55,14 +55,16 @@ void check_event(const Event& e, const Where& where, std::size_t max_payload_byt
                     std::to_string(max_payload_bytes) + " bytes");
 }
 
-// Returns copies with nil ids replaced by fresh UUIDv7 and zero occurred_at set to now.
-// Throws before anything is written (check_event, naming "event <index>").
+// Returns copies with nil ids replaced by fresh UUIDv7 and zero occurred_at set to now, and the
+// causal chain of the event handled on this thread where they give none (inherit_from_handled,
+// outpost/event.h). Throws before anything is written (check_event, naming "event <index>").
 inline std::vector<Event> prepare_for_append(std::span<const Event> events,
                                              const StoreOptions& options,
                                              std::string_view backend) {
   std::vector<Event> out(events.begin(), events.end());
   for (std::size_t i = 0; i < out.size(); ++i) {
     Event& e = out[i];
+    inherit_from_handled(e);
     check_event(
         e, [i] { return "event " + std::to_string(i); }, options.max_payload_bytes, backend);
     if (e.id.is_nil()) e.id = EventId::generate();

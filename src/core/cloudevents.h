@@ -9,6 +9,11 @@
 //   ce-<name>: <value>         for each other outpost header; the name is lowercased and reduced
 //                              to [a-z0-9] as CloudEvents requires (correlation_id ->
 //                              correlationid)
+//   traceparent, tracestate    the W3C trace context headers as tracing libraries read them
+//                              (OpenTelemetry's propagators), right after their ce- attribute:
+//                              the CloudEvents distributed tracing extension carries the same
+//                              value in ce-traceparent and the transport's traceparent for a
+//                              single hop (docs/sinks.md, "Trace context")
 
 #include <string>
 #include <string_view>
@@ -29,6 +34,12 @@ std::string cloudevents_attribute_name(std::string_view header);
 // True for attribute names a user header must never overwrite (id, type, source, time,
 // specversion, partitionkey, datacontenttype) or cannot take (empty).
 bool reserved_cloudevents_attribute(std::string_view attribute);
+
+// True for the event headers that also travel under their own W3C name (traceparent,
+// tracestate): the transport header a consumer's tracing library reads.
+inline bool trace_context_header(std::string_view header) {
+  return header == header::kTraceparent || header == header::kTracestate;
+}
 
 // EventId::str() into a caller's buffer: canonical lowercase 8-4-4-4-12, NUL-terminated.
 std::string_view format_event_id(const EventId& id, char (&out)[37]);
@@ -54,6 +65,7 @@ void for_each_cloudevents_header(const Event& event, std::string_view id, Rfc333
     if (reserved_cloudevents_attribute(std::string_view(scratch).substr(3)))
       continue;  // never let a user header overwrite a required attribute
     add(std::string_view(scratch), std::string_view(value));
+    if (trace_context_header(name)) add(std::string_view(name), std::string_view(value));
   }
 }
 

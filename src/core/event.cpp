@@ -2,7 +2,9 @@
 
 #include "core/id_origin.h"
 #include "core/rfc3339.h"
+#include "outpost/error.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <ctime>
@@ -268,6 +270,138 @@ std::optional<TimePoint> parse_rfc3339(std::string_view s) {
            std::chrono::minutes{m} + std::chrono::seconds{sec} - std::chrono::minutes{offset_min} +
            std::chrono::microseconds{micros};
   return TimePoint{t.time_since_epoch()};
+}
+
+// ---- Trace context (W3C Trace Context, https://www.w3.org/TR/trace-context/) ----
+
+namespace {
+
+bool lower_hex(std::string_view s) {
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return !s.empty();
+}
+
+bool all_zero(std::string_view s) {
+  return s.find_first_not_of('0') == std::string_view::npos;
+}
+
+// Empty when `v` is a traceparent a W3C parser takes (trace-context §3.2.2); else why not.
+std::string traceparent_problem(std::string_view v) {
+  // version "-" trace-id "-" parent-id "-" trace-flags: 2 + 1 + 32 + 1 + 16 + 1 + 2
+  constexpr std::size_t kLength = 55;
+  if (v.size() < kLength || v[2] != '-' || v[35] != '-' || v[52] != '-')
+    return "is not VERSION-TRACEID-PARENTID-FLAGS (" + std::to_string(kLength) +
+           " characters for version 00)";
+  const std::string_view version = v.substr(0, 2), trace_id = v.substr(3, 32),
+                         parent_id = v.substr(36, 16), flags = v.substr(53, 2);
+  if (!lower_hex(version) || !lower_hex(trace_id) || !lower_hex(parent_id) || !lower_hex(flags))
+    return "has a field that is not lowercase hex";
+  if (version == "ff") return "has the invalid version ff";
+  if (version == "00" && v.size() != kLength)
+    return "is " + std::to_string(v.size()) + " characters; version 00 has exactly " +
+           std::to_string(kLength);
+  if (v.size() > kLength && v[kLength] != '-')
+    return "has no '-' after its flags (character " + std::to_string(kLength) + ")";
+  if (all_zero(trace_id)) return "has an all-zero trace id";
+  if (all_zero(parent_id)) return "has an all-zero parent id";
+  return {};
+}
+
+// Empty when `v` fits the W3C tracestate list (§3.3.1) closely enough to travel as an HTTP
+// header: at most 512 printable ASCII characters, at most 32 members, each key=value.
+std::string tracestate_problem(std::string_view v) {
+  if (v.size() > 512) return "is " + std::to_string(v.size()) + " characters, over 512";
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] < 0x20 || v[i] > 0x7e)
+      return "has a character that is not printable ASCII at byte " + std::to_string(i);
+  std::size_t members = 0;
+  for (std::size_t at = 0; at <= v.size();) {
+    std::size_t end = v.find(',', at);
+    if (end == std::string_view::npos) end = v.size();
+    std::string_view member = v.substr(at, end - at);
+    const auto first = member.find_first_not_of(" \t");
+    if (first != std::string_view::npos) {
+      member = member.substr(first, member.find_last_not_of(" \t") - first + 1);
+      const auto eq = member.find('=');
+      if (eq == 0 || eq == std::string_view::npos || eq + 1 == member.size())
+        return "has the member '" + std::string(member) + "', which is not KEY=VALUE";
+      ++members;
+    }
+    at = end + 1;
+  }
+  if (members > 32) return "has " + std::to_string(members) + " members, over 32";
+  return {};
+}
+
+thread_local const Event* t_handled = nullptr;
+
+}  // namespace
+
+std::string trace_context_problem(const Headers& headers) {
+  for (const auto& [name, value] : headers) {
+    for (std::string_view standard : {header::kTraceparent, header::kTracestate})
+      if (name != standard && name.size() == standard.size() &&
+          std::equal(name.begin(), name.end(), standard.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) == b;
+          }))
+        return "header '" + name + "': write the trace context header as '" +
+               std::string(standard) + "' (tracing libraries read the lowercase name)";
+  }
+  const auto parent = headers.find(header::kTraceparent);
+  if (parent != headers.end())
+    if (auto p = traceparent_problem(parent->second); !p.empty())
+      return "header 'traceparent' " + p +
+             ", e.g. 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01; got '" +
+             parent->second + "'";
+  const auto state = headers.find(header::kTracestate);
+  if (state != headers.end()) {
+    if (parent == headers.end())
+      return "header 'tracestate' is given without a 'traceparent' (it only qualifies one)";
+    if (auto p = tracestate_problem(state->second); !p.empty()) return "header 'tracestate' " + p;
+  }
+  return {};
+}
+
+void check_trace_context(const Event& event, std::string_view where) {
+  if (auto p = trace_context_problem(event.headers); !p.empty())
+    throw ConfigError(where.empty() ? p : std::string(where) + ": " + p);
+}
+
+HandlingScope::HandlingScope(const Event& handled) noexcept : previous_(t_handled) {
+  t_handled = &handled;
+}
+
+HandlingScope::~HandlingScope() {
+  t_handled = previous_;
+}
+
+const Event* handled_event() noexcept {
+  return t_handled;
+}
+
+void inherit_from_handled(Event& event) {
+  const Event* h = t_handled;
+  if (!h) return;
+  const std::string handled_id = h->id.is_nil() ? std::string() : h->id.str();
+  if (!event.headers.contains(header::kCorrelationId)) {
+    auto it = h->headers.find(header::kCorrelationId);
+    if (it != h->headers.end())
+      event.headers.emplace(header::kCorrelationId, it->second);
+    else if (!handled_id.empty())
+      event.headers.emplace(header::kCorrelationId, handled_id);
+  }
+  if (!event.headers.contains(header::kCausationId) && !handled_id.empty())
+    event.headers.emplace(header::kCausationId, handled_id);
+  // The trace goes on only as a whole: an event with a trace context of its own keeps it.
+  if (!event.headers.contains(header::kTraceparent) &&
+      !event.headers.contains(header::kTracestate)) {
+    if (auto it = h->headers.find(header::kTraceparent); it != h->headers.end()) {
+      event.headers.emplace(header::kTraceparent, it->second);
+      if (auto st = h->headers.find(header::kTracestate); st != h->headers.end())
+        event.headers.emplace(header::kTracestate, st->second);
+    }
+  }
 }
 
 }  // namespace outpost

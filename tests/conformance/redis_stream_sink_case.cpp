@@ -121,7 +121,8 @@ TEST_F(RedisStreamSink, EntriesCarryTheDocumentedFieldsInAStreamPerType) {
 
 // The sink encodes its XADDs itself (RESP into one buffer): every field must arrive byte for
 // byte, binary payloads and keys included, with occurred_at as format_rfc3339 and headers as
-// their JSON object ("{}" when there are none).
+// their JSON object ("{}" when there are none), then traceparent and tracestate as fields of
+// their own when the event has them.
 TEST_F(RedisStreamSink, FieldsArriveByteForByte) {
   const std::string stream = unique_name("raw");
   auto sink = open_redis_stream_sink(sink_url(stream));
@@ -137,6 +138,7 @@ TEST_F(RedisStreamSink, FieldsArriveByteForByte) {
   events[1].key = std::string("k\0\r\n", 4);
   events[2].headers.clear();
   events[3].headers.emplace("quote\"d", "line\nbreak \xc3\xa9");
+  events[3].headers.emplace("tracestate", "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE");
   events[3].payload.clear();
   for (const auto& r : sink->deliver(events)) ASSERT_TRUE(r.ok()) << r.error;
 
@@ -149,10 +151,15 @@ TEST_F(RedisStreamSink, FieldsArriveByteForByte) {
     const auto& e = events[i];
     nlohmann::json headers = nlohmann::json::object();
     for (const auto& [k, v] : e.headers) headers[k] = v;
-    const std::vector<std::string> want = {
+    std::vector<std::string> want = {
         "id",      e.id.str(),    "type",    e.type,        "key",
         e.key,     "payload",     e.payload, "occurred_at", format_rfc3339(e.occurred_at),
         "headers", headers.dump()};
+    for (const char* trace : {"traceparent", "tracestate"})
+      if (auto it = e.headers.find(trace); it != e.headers.end()) {
+        want.push_back(trace);
+        want.push_back(it->second);
+      }
     const redisReply* fields = reply->element[i]->element[1];
     ASSERT_EQ(fields->elements, want.size()) << i;
     for (std::size_t f = 0; f < want.size(); ++f)

@@ -109,6 +109,54 @@ bool has_header(const ReceivedEvent& r, const std::string& name, const std::stri
   return false;
 }
 
+// Issue 20 item 2: the W3C trace context reaches every destination under the name tracing
+// libraries read (HTTP/Kafka/NATS header `traceparent`, a Redis Streams field, the file line's
+// headers), unchanged; `tracestate` too (its spaces kept, not percent-encoded).
+TEST_P(SinkConformance, DeliversTheTraceContextUnderItsStandardName) {
+  auto events = make_events(6);
+  const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const std::string state = "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE";
+  for (std::size_t i = 0; i < events.size(); i += 2) {
+    events[i].headers[std::string(header::kTraceparent)] = parent;
+    if (i == 2) events[i].headers[std::string(header::kTracestate)] = state;
+  }
+  deliver_all(events, events.size());
+  auto received = fixture_.read_back(events.size());
+  ASSERT_EQ(received.size(), events.size());
+  // Exactly the standard name (any case, as HTTP header names are), not ce-traceparent nor a
+  // member of a headers object.
+  auto standard = [](const ReceivedEvent& r, std::string_view name) -> const std::string* {
+    for (const auto& [k, v] : r.headers)
+      if (k.size() == name.size() &&
+          std::equal(k.begin(), k.end(), name.begin(),
+                     [](char a, char b) { return std::tolower(a) == b; }))
+        return &v;
+    return nullptr;
+  };
+  for (const auto& r : received) {
+    const StoredEvent* sent = nullptr;
+    for (const auto& e : events)
+      if (e.id.str() == r.id) sent = &e;
+    ASSERT_NE(sent, nullptr) << r.id;
+    const auto want_parent = sent->headers.find(header::kTraceparent);
+    const auto want_state = sent->headers.find(header::kTracestate);
+    const std::string* got_parent = standard(r, header::kTraceparent);
+    const std::string* got_state = standard(r, header::kTracestate);
+    if (want_parent == sent->headers.end()) {
+      EXPECT_EQ(got_parent, nullptr) << r.id << ": a traceparent out of nowhere";
+      continue;
+    }
+    ASSERT_NE(got_parent, nullptr) << r.id << ": no 'traceparent' header or field";
+    EXPECT_EQ(*got_parent, parent) << r.id;
+    if (want_state != sent->headers.end()) {
+      ASSERT_NE(got_state, nullptr) << r.id << ": no 'tracestate' header or field";
+      EXPECT_EQ(*got_state, state) << r.id;
+    } else {
+      EXPECT_EQ(got_state, nullptr) << r.id;
+    }
+  }
+}
+
 TEST_P(SinkConformance, DeliversEachEventOnceIntactInKeyOrder) {
   auto events = make_events(60);
   deliver_all(events, 20);

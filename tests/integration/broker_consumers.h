@@ -217,9 +217,14 @@ inline Received redis_entry(const redisReply* entry) {
     } else if (k == "payload") {
       r.payload = v;
     } else if (k == "headers") {
+      // Inside the headers JSON: named "headers.<name>", so a test can tell them from fields
+      // of their own (traceparent, tracestate).
       auto j = nlohmann::json::parse(v, nullptr, false);
       if (j.is_object())
-        for (auto& [hk, hv] : j.items()) r.headers.emplace_back(hk, hv.get<std::string>());
+        for (auto& [hk, hv] : j.items())
+          r.headers.emplace_back("headers." + hk, hv.get<std::string>());
+    } else if (k != "occurred_at") {
+      r.headers.emplace_back(k, v);  // another field of the entry
     }
   }
   return r;

@@ -589,6 +589,11 @@ TEST(CliUsage, EmitRefusesBadFieldsNamingTheLine) {
        "key is 1025 bytes"},
       {R"({"type":"t","headers":{"h":"\u0000"},"payload":1})", "header 'h' contains NUL"},
       {R"({"type":"t","headers":{"":"v"},"payload":1})", "header name is empty"},
+      // Issue 20 item 2: a trace context tracing libraries would drop.
+      {R"({"type":"t","headers":{"traceparent":"00-abc-def-01"},"payload":1})",
+       "header 'traceparent' is not VERSION-TRACEID-PARENTID-FLAGS"},
+      {R"({"type":"t","headers":{"tracestate":"a=1"},"payload":1})",
+       "header 'tracestate' is given without a 'traceparent'"},
   };
   for (const auto& [line, says] : lines) {
     auto r = run_cli({"emit", "--store", "sqlite:" + db, "-"},
@@ -601,6 +606,14 @@ TEST(CliUsage, EmitRefusesBadFieldsNamingTheLine) {
                         "h=" + std::string(9000, 'v'), "--payload", "1"});
   EXPECT_EQ(flags.code, 2) << flags.all();
   EXPECT_NE(flags.err.find("header 'h' is 9000 bytes"), std::string::npos) << flags.err;
+  auto trace = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--header",
+                        "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+                        "--payload", "1"});
+  EXPECT_EQ(trace.code, 2) << trace.all();
+  EXPECT_NE(trace.err.find("emit: header 'traceparent' has an all-zero parent id"),
+            std::string::npos)
+      << trace.err;
+  EXPECT_FALSE(std::filesystem::exists(db));
 }
 
 // Issue 17 item 4: input that cannot be kept is refused (exit 2, naming the stdin line or flag

@@ -53,6 +53,8 @@ TEST(CloudEvents, HeadersBecomeExtensionsWithReducedNames) {
   EXPECT_EQ(h["ce-correlationid"], "c-1");
   EXPECT_EQ(h["ce-causationid"], "c-0");
   EXPECT_EQ(h["ce-traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  // ... and under its W3C name, as tracing libraries read it (issue 20 item 2).
+  EXPECT_EQ(h["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   EXPECT_EQ(h["ce-schemaversion"], "3");
 }
 

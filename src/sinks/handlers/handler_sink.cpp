@@ -63,6 +63,9 @@ struct Shared {
 
   // `handled`: set when a handler ran and returned (on_handled is due).
   DeliveryResult run_one(const StoredEvent& e, const Table& t, bool& handled) const {
+    // Events the handler emits on this thread carry e's correlation id, e's id as causation id
+    // and e's trace context unless they give their own (outpost/event.h, HandlingScope).
+    const HandlingScope scope(e);
     try {
       for (const auto& mw : t.middlewares)
         if (!mw(e)) return DeliveryResult::delivered();  // dropped: acked unhandled

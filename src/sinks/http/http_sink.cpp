@@ -386,6 +386,12 @@ class HttpSink final : public Sink {
         if (!config_.has_content_type) add("Content-Type: " + plain_header_value(v));
         continue;
       }
+      // traceparent/tracestate as W3C Trace Context writes them (not percent-encoded: a
+      // tracestate may hold spaces after its commas), CR/LF dropped like every plain header.
+      if (core::trace_context_header(k)) {
+        add(k + ": " + plain_header_value(v));
+        continue;
+      }
       add(k + ": " + ce_header_value(v));
     }
     add("Idempotency-Key: " + e.id.str());

@@ -139,7 +139,14 @@ class RedisStreamSink final : public Sink {
         headers_text_ = headers.dump();
         headers_json = headers_text_;
       }
-      out_ += "*15\r\n$4\r\nXADD\r\n";
+      // The W3C trace context also as fields of their own (docs/sinks.md, "Trace context"), so
+      // a consumer's tracing code reads it without parsing the headers JSON.
+      const auto parent = e.headers.find(header::kTraceparent);
+      const auto state = e.headers.find(header::kTracestate);
+      const int trace_fields = (parent != e.headers.end()) + (state != e.headers.end());
+      out_ += "*";
+      out_ += trace_fields == 0 ? "15" : trace_fields == 1 ? "17" : "19";
+      out_ += "\r\n$4\r\nXADD\r\n";
       bulk(*streams[i]);
       out_ += "$1\r\n*\r\n$2\r\nid\r\n";
       bulk(std::string_view(id, 36));
@@ -153,6 +160,14 @@ class RedisStreamSink final : public Sink {
       bulk(occurred);
       out_ += "$7\r\nheaders\r\n";
       bulk(headers_json);
+      if (parent != e.headers.end()) {
+        out_ += "$11\r\ntraceparent\r\n";
+        bulk(parent->second);
+      }
+      if (state != e.headers.end()) {
+        out_ += "$10\r\ntracestate\r\n";
+        bulk(state->second);
+      }
     }
     out_ += "*1\r\n$4\r\nEXEC\r\n";
     if (redisAppendFormattedCommand(ctx_.get(), out_.data(), out_.size()) != REDIS_OK) {
