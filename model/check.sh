@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Model-checks the relay protocol (model/relay.pml, docs/protocol-model.md) with spin.
+# Model-checks the relay protocol (model/relay.pml) and the PostgreSQL store's partition
+# ownership (model/partitions.pml) with spin (docs/protocol-model.md).
 #  - The correct model must verify under each fault class: every assertion (order, exclusive
 #    keys, no loss, fencing) and no deadlock over the whole bounded state space, and progress
 #    (<> every event acked or dead) under weak fairness.
@@ -19,6 +20,7 @@ command -v spin >/dev/null || { echo "model/check.sh: spin is not installed (apt
 
 failures=0
 START=$SECONDS
+MODEL=relay.pml  # the model the next checks run
 
 # check NAME EXPECT(pass|fail|fail:TEXT) MODE(safety|progress) SPIN_DEFINES...
 check() {
@@ -30,7 +32,7 @@ check() {
   fi
   local dir=$WORK/$name t0=$SECONDS
   mkdir -p "$dir"
-  cp "$HERE/relay.pml" "$dir/"
+  cp "$HERE/$MODEL" "$dir/"
   # -O1: -O2 compiles pan.c twice as slowly and runs it no faster.
   local cflags=(-O1 -w -DCOLLAPSE -DMEMLIM=1024) run=(-m100000)
   if [ "$mode" = safety ]; then
@@ -40,7 +42,7 @@ check() {
     cflags+=(-DNFAIR=3)
     run+=(-a -f)
   fi
-  (cd "$dir" && spin "$@" -a relay.pml >spin.log 2>&1 && "$CC" "${cflags[@]}" -o pan pan.c &&
+  (cd "$dir" && spin "$@" -a "$MODEL" >spin.log 2>&1 && "$CC" "${cflags[@]}" -o pan pan.c &&
     ./pan "${run[@]}" >pan.log 2>&1) || true
   local errors incomplete=""
   errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$dir/pan.log" | head -1)
@@ -58,9 +60,9 @@ check() {
     verdict="ok: counterexample: ${what#pan:1: }"
   else
     verdict="FAILED: errors $errors$incomplete ${what#pan:1: }"
-    if [ -f "$dir/relay.pml.trail" ]; then
+    if [ -f "$dir/$MODEL.trail" ]; then
       echo "--- trail of $name (spin -t):"
-      (cd "$dir" && spin "$@" -t -p -g relay.pml 2>&1 | tail -60)
+      (cd "$dir" && spin "$@" -t -p -g "$MODEL" 2>&1 | tail -60)
     fi
   fi
   [[ $verdict == ok* ]] || failures=$((failures + 1))
@@ -95,6 +97,13 @@ check broken-stale-delivery 'fail:stale[ct]' safety "${none[@]}" -DNODEADLINE -D
   -DSINKFAILS=0 -DPAUSES=1
 check broken-loose-renew 'fail:!(dl[ct])' safety "${none[@]}" -DLOOSERENEW -DSINKFAILS=0 -DPAUSES=1
 check broken-no-expiry fail progress "${none[@]}" -DNOEXPIRY -DSINKFAILS=0 -DCRASHES=1
+
+# Partition ownership (model/partitions.pml, issue 19): two relays take, hand over and release
+# two partitions while one of them may be paused past its leases and one may crash mid-move.
+MODEL=partitions.pml
+check partitions pass safety
+check broken-partitions-no-fence 'fail:fence[' safety -DNOFENCE
+check broken-partitions-early-move 'fail:plive[' safety -DEARLYMOVE
 
 echo "model/check.sh: $failures failed, $((SECONDS - START))s"
 [ "$failures" = 0 ]

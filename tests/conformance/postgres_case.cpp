@@ -53,6 +53,7 @@ const bool registered = outpost::testing::register_store_case({
           outpost::testing::StoreFixture f;
           f.store = outpost::open_postgres_store(url, options);
           f.url = url;
+          f.partitioned = true;
           f.open_again = [url, options] {
             return std::shared_ptr<outpost::Store>(outpost::open_postgres_store(url, options));
           };
@@ -66,7 +67,10 @@ const bool registered = outpost::testing::register_store_case({
           f.cleanup = [base, table] {
             auto conn = raw_connect(base);
             exec(conn.get(), "DROP TABLE IF EXISTS \"" + table + "\", \"" + table + "_dead\", \"" +
-                                 table + "_archive\" CASCADE");
+                                 table + "_archive\", \"" + table + "_partitions\", \"" + table +
+                                 "_members\" CASCADE");
+            exec(conn.get(), "DROP FUNCTION IF EXISTS \"" + table +
+                                 "_rebalance\"(text, bigint, smallint[], boolean)");
             exec(conn.get(), "DROP FUNCTION IF EXISTS \"" + table + "_notify\"(), \"" + table +
                                  "_archive_maintain\"(interval, text)");
             exec(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");

@@ -181,7 +181,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   };
   open_postgres_store(url);
   EXPECT_EQ(reloptions(), "fillfactor=30");
-  EXPECT_EQ(version(), "3");
+  EXPECT_EQ(version(), "4");
   // What a v1 build left behind.
   query_one(conn.get(), "ALTER TABLE \"" + table + "\" SET (fillfactor = 60)");
   query_one(conn.get(),
@@ -189,7 +189,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   {
     auto store = open_postgres_store(url);
     EXPECT_EQ(reloptions(), "fillfactor=30");
-    EXPECT_EQ(version(), "3");
+    EXPECT_EQ(version(), "4");
     std::vector<Event> events{Event::make("t", "{}", "k")};
     store->append(events);
     auto batch = store->claim(10, 5s);
@@ -218,8 +218,9 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
                      "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
   };
   open_postgres_store(url);
-  EXPECT_EQ(version(), "3");
+  EXPECT_EQ(version(), "4");
   // What a v2 build left behind.
+  query_one(conn.get(), "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table + "_claim_needs_v4\"");
   query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN crashes");
   query_one(conn.get(), "ALTER TABLE " + dead_t + " DROP COLUMN crashes");
   query_one(conn.get(),
@@ -250,7 +251,7 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
   EXPECT_EQ(version(), "2");  // read-only migrated nothing
   {
     auto store = open_postgres_store(url);
-    EXPECT_EQ(version(), "3");
+    EXPECT_EQ(version(), "4");
     auto listed = store->list(10);
     ASSERT_EQ(listed.size(), 1u);
     EXPECT_EQ(listed[0].crashes, 0);
@@ -272,6 +273,144 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
     EXPECT_EQ(dead[0].crashes, 1);
   }
   query_one(conn.get(), "DROP TABLE " + t + ", " + dead_t + ", \"" + table + "_archive\" CASCADE");
+  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+}
+
+std::vector<EventId> ids_of(const std::vector<StoredEvent>& events) {
+  std::vector<EventId> ids;
+  for (const auto& e : events) ids.push_back(e.id);
+  return ids;
+}
+
+// Issue 19: a version 3 outbox (one shared head, no partitions) is upgraded in place: every
+// existing row gets its key's partition, an event in flight under an old relay's lease is
+// delivered again once that lease expires, and an old relay still running is refused at its
+// next claim or renew (the constraint names the version it needs) instead of racing.
+TEST(PostgresStore, SchemaV3OutboxIsUpgradedToV4AndOldRelaysAreRefused) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("mig_");
+  std::string url = with_table(shared_url(), table);
+  auto conn = raw_connect(shared_url());
+  const std::string t = "\"" + table + "\"";
+  open_postgres_store(url);
+  // What a v3 build left behind: no partition columns, tables, function or constraint.
+  query_one(conn.get(), "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table +
+                            "_claim_needs_v4\", DROP COLUMN part, DROP COLUMN fence");
+  query_one(conn.get(), "DROP TABLE \"" + table + "_partitions\", \"" + table + "_members\"");
+  query_one(conn.get(), "DROP FUNCTION \"" + table + "_rebalance\"");
+  query_one(conn.get(),
+            "UPDATE outpost_schema_version SET version = 3 WHERE tbl = '" + table + "'");
+  for (int i = 0; i < 20; ++i)
+    query_one(conn.get(), "INSERT INTO " + t +
+                              " (id, type, key, payload) VALUES "
+                              "(gen_random_uuid(), 'e', 'k" +
+                              std::to_string(i % 5) + "', '\\x7b7d')");
+  // k0's head is in flight under a v3 relay's lease (8 s more).
+  query_one(conn.get(),
+            "UPDATE " + t +
+                " SET state = 1, attempts = 1, lease_owner = 'pg-old-1', "
+                "lease_until = now() + interval '8 seconds' WHERE seq = (SELECT min(seq) "
+                "FROM " +
+                t + " WHERE key = 'k0')");
+  auto store = open_postgres_store(url);
+  EXPECT_EQ(query_one(conn.get(),
+                      "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'"),
+            "4");
+  EXPECT_EQ(
+      query_one(conn.get(), "SELECT count(*) FROM " + t +
+                                " WHERE part IS DISTINCT FROM (hashtext(key) & 2147483647) % 64"),
+      "0");
+  EXPECT_EQ(query_one(conn.get(), "SELECT count(*) FROM \"" + table + "_partitions\""), "64");
+  // An old relay's claim (its statement's shape: state 1 under its own owner) is refused.
+  try {
+    query_one(conn.get(), "UPDATE " + t +
+                              " SET state = 1, lease_owner = 'pg-old-2', lease_until "
+                              "= now() + interval '1 minute' WHERE key = 'k1'");
+    ADD_FAILURE() << "an old relay's claim was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(table + "_claim_needs_v4"), std::string::npos) << e.what();
+  }
+  // The new store claims every free head (k1..k4), not k0 while the old lease lives.
+  auto batch = store->claim(100, 30s);
+  std::set<std::string> keys;
+  for (const auto& e : batch.events) keys.insert(e.key);
+  EXPECT_EQ(keys, (std::set<std::string>{"k1", "k2", "k3", "k4"}));
+  EXPECT_EQ(batch.events.size(), 16u);
+  EXPECT_EQ(store->ack(batch, ids_of(batch.events)), 16u);
+  // Once the old lease has expired, k0's events come out in order, the first as a crash.
+  ClaimedBatch k0;
+  auto deadline = SteadyClock::now() + 30s;
+  while (k0.empty() && SteadyClock::now() < deadline) {
+    k0 = store->claim(100, 30s);
+    if (k0.empty()) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(k0.events.size(), 4u);
+  EXPECT_EQ(k0.events[0].crashes, 1);
+  for (std::size_t i = 1; i < k0.events.size(); ++i)
+    EXPECT_LT(k0.events[i - 1].seq, k0.events[i].seq);
+  EXPECT_EQ(store->ack(k0, ids_of(k0.events)), 4u);
+  // A URL asking for another partition count than the outbox has is refused.
+  EXPECT_THROW(open_postgres_store(url + "&partitions=16"), ConfigError);
+  store.reset();
+  query_one(conn.get(), "DROP TABLE " + t + ", \"" + table + "_dead\", \"" + table +
+                            "_archive\", \"" + table + "_partitions\", \"" + table +
+                            "_members\" CASCADE");
+  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+}
+
+// Issue 19: a relay paused past its partition lease finds its partitions moved (the fence went
+// up): its ack, nack, release and renew are refused and change nothing, and the new owner
+// delivers the events once their row lease expires, in key order.
+TEST(PostgresStore, AStaleOwnersWritesAreRefusedAfterItsPartitionsMoved) {
+  REQUIRE_PG();
+  std::string table = testing::unique_name("fence_");
+  std::string url = with_table(shared_url(), table, "&partition_lease_ms=1000");
+  auto conn = raw_connect(shared_url());
+  auto a = open_postgres_store(url);
+  std::vector<Event> events;
+  for (int i = 0; i < 6; ++i) events.push_back(Event::make("e", "{}", "k" + std::to_string(i % 2)));
+  a->append(events);
+  auto held = a->claim(100, 6s);  // a owns every partition: both keys' runs
+  ASSERT_EQ(held.events.size(), 6u);
+  EXPECT_GT(held.lease.fence, 0);
+  // a is "paused" past its partition lease and its partitions are taken over: every one gets a
+  // new owner and a higher fence (b, or a itself when its heartbeat gets there first).
+  const std::string parts = "\"" + table + "_partitions\"";
+  query_one(conn.get(), "UPDATE " + parts + " SET owner = NULL, lease_until = NULL");
+  auto b = open_postgres_store(url);
+  EXPECT_TRUE(b->claim(100, 30s).empty());  // the rows are still leased to a
+  std::vector<EventId> one{held.events[0].id};
+  std::vector<Nack> nacks{{held.events[1].id, "x", Duration(1000)}};
+  std::vector<EventId> other{held.events[2].id};
+  EXPECT_EQ(a->ack(held, one), 0u);
+  EXPECT_EQ(a->nack(held, nacks), 0u);
+  EXPECT_EQ(a->release(held, other), 0u);
+  EXPECT_FALSE(a->renew(held, 30s));
+  EXPECT_EQ(query_one(conn.get(), "SELECT count(*) FROM \"" + table + "\" WHERE state = 1"), "6");
+  // After the row leases expire b delivers all six, each key in order, each a crash.
+  auto deadline = SteadyClock::now() + 30s;
+  std::vector<StoredEvent> got;
+  while (got.size() < 6 && SteadyClock::now() < deadline) {
+    auto batch = b->claim(100, 30s);
+    if (batch.empty()) {
+      std::this_thread::sleep_for(50ms);
+      continue;
+    }
+    for (const auto& e : batch.events) got.push_back(e);
+    EXPECT_EQ(b->ack(batch, ids_of(batch.events)), batch.events.size());
+  }
+  ASSERT_EQ(got.size(), 6u);
+  std::map<std::string, std::vector<EventId>> want_by_key, got_by_key;
+  for (const auto& e : events) want_by_key[e.key].push_back(e.id);
+  for (const auto& e : got) {
+    got_by_key[e.key].push_back(e.id);
+    EXPECT_EQ(e.crashes, 1);
+  }
+  EXPECT_EQ(got_by_key, want_by_key);  // each key in emit order
+  a.reset();
+  b.reset();
+  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                            "_archive\", " + parts + ", \"" + table + "_members\" CASCADE");
   query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
 }
 

@@ -35,6 +35,10 @@ struct StoreFixture {
   // claim() takes a writer lease for the whole outbox (Redis, writer_lease=true): a Store object
   // that dies holding it stops every claim until the writer lease expires.
   bool single_writer = false;
+  // claim() takes only from the partitions this Store object owns (PostgreSQL, docs/postgres.md
+  // "Partitions and owners"): a second claiming object gets an even share of them, and a key's
+  // events are claimable only by the object owning its partition.
+  bool partitioned = false;
   // Store URL usable with the CLI (empty for stores that cannot be reopened by URL).
   std::string url;
   // Removes what make() created (files, tables, keys). Called by the fixture's TearDown.

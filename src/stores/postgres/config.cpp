@@ -56,6 +56,11 @@ Config parse_config(std::string_view text, StoreOptions& options) {
     c.partition_width = *v;
   }
   if (auto v = url.int_param("pool", 1, 64)) c.pool = static_cast<std::size_t>(*v);
+  if (auto v = url.int_param("partitions", 1, 1024)) {
+    c.partitions = static_cast<int>(*v);
+    c.partitions_given = true;
+  }
+  if (auto v = url.int_param("partition_lease_ms", 200, 600'000)) c.partition_lease = Duration(*v);
   // Client-side deadline of each statement (Endpoint::timeout), as Redis's timeout_ms.
   if (auto v = url.int_param("timeout_ms", 1, 600'000)) c.endpoint.timeout = Duration(*v);
 

@@ -17,6 +17,12 @@ struct Config {
   std::string table = "outbox";
   std::string partition_width = "day";
   std::size_t pool = 8;
+  // Partitions (docs/postgres.md, "Partitions and owners"): how many a new outbox gets (an
+  // existing outbox keeps its own; `partitions_given` refuses a URL asking for another count),
+  // and how long an owner's partition lease lasts without a heartbeat.
+  int partitions = 64;
+  bool partitions_given = false;
+  Duration partition_lease{5000};
 };
 
 // Parses the URL into libpq connection keywords and the outbox's names; the archive parameters

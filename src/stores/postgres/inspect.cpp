@@ -4,14 +4,15 @@
 
 namespace outpost::pg {
 
-InspectSql::InspectSql(const Names& n, bool crashes) {
+InspectSql::InspectSql(const Names& n, bool crashes, bool fence) {
   const std::string& t = n.outbox;
   // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
-  // live), lease_until, crashes.
+  // live), lease_until, crashes, fence (the partition's fence the row was claimed under).
   const std::string columns =
       "SELECT t.seq, t.id, t.type, t.key, t.attempts, coalesce(t.last_error, ''), t.due_at, "
       "CASE WHEN t.state = 1 AND t.lease_until > now() THEN t.lease_owner END, t.lease_until, " +
-      std::string(crashes ? "t.crashes" : "0") + " FROM " + t + " t WHERE ";
+      std::string(crashes ? "t.crashes" : "0") + ", " + (fence ? "t.fence" : "0::bigint") +
+      " FROM " + t + " t WHERE ";
   // A key's head: no earlier row of the key (one probe of the (key, seq) index per failed row).
   blocked = columns +
             "t.key <> '' AND t.attempts > 0 AND coalesce(t.last_error, '') <> '' AND NOT EXISTS "
@@ -37,6 +38,7 @@ std::vector<EventState> read_states(const PGresult* r) {
     } else {
       e.lease_owner = get_bytes(r, row, 7);
       e.lease_until = get_time(r, row, 8);
+      e.fence = get_i64(r, row, 10);
     }
   }
   return out;

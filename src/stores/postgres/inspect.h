@@ -13,8 +13,8 @@
 namespace outpost::pg {
 
 struct InspectSql {
-  // `crashes`: as for Sql (sql.h).
-  explicit InspectSql(const Names& n, bool crashes = true);
+  // `crashes`: as for Sql (sql.h); `fence`: the outbox has the fence column (version 4).
+  explicit InspectSql(const Names& n, bool crashes = true, bool fence = true);
   std::string blocked;  // $1 limit
   std::string leased;   // $1 limit
 };

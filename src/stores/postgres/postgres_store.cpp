@@ -4,7 +4,10 @@
 // path) sends a batch's ack, nack and release and the next claim as one libpq pipeline: one
 // round trip and one commit per batch.
 //
-// Ordered claims across several relays: a key's events are claimable only when the key's head
+// Several relays (store objects): each claims only from the partitions it owns (membership.h,
+// docs/postgres.md "Partitions and owners"), and every write-back is checked against the
+// row's partition fence. Within a store object's partitions, ordered claims keep the
+// head-of-key rule: a key's events are claimable only when the key's head
 // (its lowest live seq) is locked by this very statement (FOR UPDATE SKIP LOCKED). A relay that
 // skips a row locked by another relay's claim in progress therefore drops that key entirely, and
 // a candidate whose key has an earlier non-claimable event (leased, waiting to retry) is excluded
@@ -30,6 +33,7 @@
 #include "stores/postgres/config.h"
 #include "stores/postgres/inspect.h"
 #include "stores/postgres/listener.h"
+#include "stores/postgres/membership.h"
 #include "stores/postgres/pg_conn.h"
 #include "stores/postgres/refused.h"
 #include "stores/postgres/schema.h"
@@ -100,7 +104,11 @@ class PostgresStore final : public Store {
     std::random_device rd;
     char buf[17];
     std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
-    instance_ = std::string("pg-") + buf + "-";
+    // The member id names this store object in <table>_members and as partition owner; each
+    // claim's lease owner is the member id and a counter (the prefix an upgraded outbox
+    // requires of every claim, schema.h kOwnerPrefix).
+    const std::string member = std::string(pg::kOwnerPrefix) + buf;
+    instance_ = member + "-";
     {
       // Inspection (outpost events) never creates an outbox, and read-only opens write nothing.
       auto c = pool_.get();
@@ -110,13 +118,26 @@ class PostgresStore final : public Store {
                     "there is no outbox " + names_.outbox + " at " + config_.endpoint.where +
                         " (nothing was created)");
       if (options_.open != StoreOptions::Open::read_only) {
-        pg::migrate(config_.endpoint, c.pg(), names_);
+        pg::migrate(config_.endpoint, c.pg(), names_, config_.partitions);
+        const int parts = pg::partition_count(config_.endpoint, c.pg(), names_);
+        if (config_.partitions_given && parts != config_.partitions)
+          throw ConfigError("outbox " + names_.outbox + " has " + std::to_string(parts) +
+                                " partitions, the URL asks for " +
+                                std::to_string(config_.partitions) +
+                                " (the count is fixed when the outbox is created; drop "
+                                "'partitions' from the URL)",
+                            "postgres");
       } else if (!pg::has_crashes_column(config_.endpoint, c.pg(), names_)) {
         sql_ = pg::Sql(names_, false);  // an older outbox, read as it is: crashes 0
-        inspect_ = pg::InspectSql(names_, false);
+        inspect_ = pg::InspectSql(names_, false, false);
+      } else if (pg::partition_count(config_.endpoint, c.pg(), names_) == 0) {
+        inspect_ = pg::InspectSql(names_, true, false);  // version 3: fences read as 0
       }
     }
     if (options_.archive && options_.open != StoreOptions::Open::read_only) archive_.run(true);
+    membership_ = std::make_unique<pg::Membership>(pool_, config_.endpoint, sql_.rebalance, member,
+                                                   config_.partition_lease,
+                                                   [this] { listener_.interrupt(); });
   }
 
   std::string_view backend() const override { return "postgres"; }
@@ -196,14 +217,17 @@ class PostgresStore final : public Store {
     ClaimedBatch batch;
     batch.lease.owner = next_owner();
     if (max == 0) return batch;
+    membership_->before_claim();
     pg::Stmt stmt = claim_stmt(batch.lease.owner, max, lease, order);
+    auto gate = membership_->claiming();
     auto r = session_.run(stmt);
     listener_.server_seen_up();
-    read_claimed(r.get(), batch);
+    read_claimed(r.get(), batch, lease);
     return batch;
   }
 
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    Forget forget(*membership_, batch, ids);
     auto stmt = ack_stmt(batch, ids);
     if (!stmt) return 0;
     std::size_t n =
@@ -213,11 +237,15 @@ class PostgresStore final : public Store {
   }
 
   std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
+    std::vector<EventId> ids;
+    for (const auto& n : nacks) ids.push_back(n.id);
+    Forget forget(*membership_, batch, ids);
     auto stmt = nack_stmt(batch, nacks);
     return stmt ? count_first(session_.run(*stmt).get()) : 0;
   }
 
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    Forget forget(*membership_, batch, ids);
     auto stmt = release_stmt(batch, ids);
     return stmt ? count_first(session_.run(*stmt).get()) : 0;
   }
@@ -230,19 +258,28 @@ class PostgresStore final : public Store {
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
+    std::vector<EventId> settled(settlement.acks.begin(), settlement.acks.end());
+    for (const auto& n : settlement.nacks) settled.push_back(n.id);
+    settled.insert(settled.end(), settlement.releases.begin(), settlement.releases.end());
+    Forget forget(*membership_, done, settled);
     auto acks = ack_stmt(done, settlement.acks);
     auto nacks = nack_stmt(done, settlement.nacks);
     auto releases = release_stmt(done, settlement.releases);
     ClaimedBatch batch;
     batch.lease.owner = next_owner();
     std::optional<pg::Stmt> claim;
-    if (max > 0) claim = claim_stmt(batch.lease.owner, max, lease, order);
+    if (max > 0) {
+      membership_->before_claim();
+      claim = claim_stmt(batch.lease.owner, max, lease, order);
+    }
     std::vector<pg::Stmt*> steps;
     for (auto* s : {&acks, &nacks, &releases, &claim})
       if (*s) steps.push_back(&**s);
     counts = {};
     if (steps.empty()) return batch;
     // A failed pipeline rolled back as a whole, so running it again is clean.
+    std::shared_lock<std::shared_mutex> gate;
+    if (claim) gate = membership_->claiming();
     auto res =
         with_archive_partition(acks.has_value(), [&] { return session_.run_pipeline(steps); });
     std::size_t i = 0;
@@ -250,7 +287,7 @@ class PostgresStore final : public Store {
     if (nacks) counts.nacked = count_first(res[i++].get());
     if (releases) counts.released = count_first(res[i++].get());
     if (claim) {
-      read_claimed(res[i].get(), batch);
+      read_claimed(res[i].get(), batch, lease);
       listener_.server_seen_up();
     }
     if (acks && options_.archive) maintain_archive_after_commit();
@@ -261,11 +298,15 @@ class PostgresStore final : public Store {
     std::vector<std::int64_t> seqs;
     for (const auto& e : batch.events) seqs.push_back(e.seq);
     if (seqs.empty()) return true;
+    membership_->touch();
     pg::Stmt s{"renew", sql_.renew, {}, "renew"};
     s.params.text(batch.lease.owner);
     s.params.text(pg::int_array(seqs));
     s.params.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
-    return pg::get_i64(session_.run(s).get(), 0, 0) == 0;
+    s.params.text(membership_->member());
+    const bool kept = pg::get_i64(session_.run(s).get(), 0, 0) == 0;
+    membership_->renewed(seqs, lease, kept);
+    return kept;
   }
 
   StoreStats stats() override {
@@ -375,6 +416,17 @@ class PostgresStore final : public Store {
 
   std::string next_owner() { return instance_ + std::to_string(++claims_); }
 
+  // Forgets the settled rows of `batch` in the membership's in-flight claims when the settling
+  // call ends, whatever its outcome: a row settled or fenced is no longer ours to wait for, and
+  // one whose settlement failed is delivered again after its lease anyway.
+  struct Forget {
+    Forget(pg::Membership& m, const ClaimedBatch& batch, std::span<const EventId> ids)
+        : m(m), seqs(core::seqs_of(batch, ids)) {}
+    ~Forget() { m.settled(seqs); }
+    pg::Membership& m;
+    std::vector<std::int64_t> seqs;
+  };
+
   pg::Stmt claim_stmt(const std::string& owner, std::size_t max, Duration lease, ClaimOrder order) {
     bool ordered = order == ClaimOrder::ordered;
     pg::Stmt s;
@@ -386,16 +438,28 @@ class PostgresStore final : public Store {
     s.name = std::string(ordered ? "claim_ordered_" : "claim_any_") + std::to_string(max);
     s.params.text(owner);
     s.params.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
+    s.params.text(membership_->member());
     s.what = "claim";
     return s;
   }
 
-  static void read_claimed(const PGresult* r, ClaimedBatch& batch) {
+  // The claimed rows (kEventColumns, part, fence), noted as in flight. The batch's fence is
+  // the highest of its partitions' fences (each row is checked against its own).
+  void read_claimed(const PGresult* r, ClaimedBatch& batch, Duration lease) {
     int n = PQntuples(r);
     batch.events.resize(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) read_event(r, i, batch.events[static_cast<std::size_t>(i)]);
+    std::vector<std::int64_t> seqs(static_cast<std::size_t>(n));
+    std::vector<int> parts(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      auto k = static_cast<std::size_t>(i);
+      read_event(r, i, batch.events[k]);
+      seqs[k] = batch.events[k].seq;
+      parts[k] = pg::get_i32(r, i, 9);
+      batch.lease.fence = std::max(batch.lease.fence, pg::get_i64(r, i, 10));
+    }
     std::sort(batch.events.begin(), batch.events.end(),
               [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
+    if (n > 0) membership_->claimed(seqs, parts, lease);
   }
 
   // Settlement statements; nullopt when none of the ids belongs to the batch (nothing can count).
@@ -417,6 +481,7 @@ class PostgresStore final : public Store {
     pg::Stmt s{name, sql, {}, what};
     s.params.text(batch.lease.owner);
     s.params.text(pg::int_array(seqs));
+    s.params.text(membership_->member());
     return s;
   }
 
@@ -438,6 +503,7 @@ class PostgresStore final : public Store {
     s.params.text(pg::int_array(seqs));
     s.params.text(text_array(errors));
     s.params.text(pg::int_array(retry_ms));
+    s.params.text(membership_->member());
     s.name = "nack";
     s.sql = sql_.nack;
     s.what = "nack";
@@ -473,6 +539,7 @@ class PostgresStore final : public Store {
   pg::ArchiveMaintenance archive_;
   std::string instance_;
   std::atomic<std::uint64_t> claims_{0};
+  std::unique_ptr<pg::Membership> membership_;  // last: leaves before the pool closes
 };
 
 }  // namespace

@@ -22,6 +22,9 @@ Names::Names(std::string s, std::string t) : schema(std::move(s)), table(std::mo
   archive = q_schema + "." + quote(table + "_archive");
   versions = q_schema + "." + quote("outpost_schema_version");
   maintain = q_schema + "." + quote(table + "_archive_maintain");
+  parts = q_schema + "." + quote(table + "_partitions");
+  members = q_schema + "." + quote(table + "_members");
+  rebalance = q_schema + "." + quote(table + "_rebalance");
   // Channel names are identifiers (max 63 bytes): a readable prefix plus a hash of the full
   // qualified name, so two outboxes in different schemas never share a channel.
   std::uint32_t h = 2166136261u;
@@ -171,7 +174,136 @@ std::string migration_v3(const Names& n) {
          n.dead + " ADD COLUMN IF NOT EXISTS crashes integer NOT NULL DEFAULT 0";
 }
 
-void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
+std::string migration_v4(const Names& n, int partitions) {
+  const std::string P = std::to_string(partitions);
+  const std::string& t = n.table;
+  // part: the key's partition (hashtext, immutable), computed by PostgreSQL on every insert
+  // (plain SQL emits included) and for the existing rows by this very ALTER (a table rewrite);
+  // events without a key spread by their id. fence: the partition's fence when the row was
+  // claimed; every write-back must still find it (the refused stale owner, docs/postgres.md).
+  return "ALTER TABLE " + n.outbox +
+         " ADD COLUMN IF NOT EXISTS part smallint GENERATED ALWAYS AS (((CASE WHEN key = '' "
+         "THEN hashtext(id::text) ELSE hashtext(key) END) & 2147483647) % " +
+         P +
+         ") STORED, ADD COLUMN IF NOT EXISTS fence bigint NOT NULL DEFAULT 0;\n"
+         // A relay of an older version claims and renews with a lease owner of its own form:
+         // refused from now on (NOT VALID: rows leased before the upgrade are not checked, and
+         // their old owners may still ack, nack or release them).
+         "ALTER TABLE " +
+         n.outbox + " DROP CONSTRAINT IF EXISTS \"" + t + "_claim_needs_v4\", ADD CONSTRAINT \"" +
+         t + "_claim_needs_v4\" CHECK (state <> 1 OR " + "lease_owner LIKE '" + kOwnerPrefix +
+         "%') NOT VALID;\n" + "CREATE TABLE IF NOT EXISTS " + n.parts + R"( (
+  part         smallint    PRIMARY KEY,
+  owner        text,
+  fence        bigint      NOT NULL DEFAULT 0,
+  lease_until  timestamptz,
+  releasing    boolean     NOT NULL DEFAULT false,
+  moved_at     timestamptz
+);
+INSERT INTO )" +
+         n.parts + " (part) SELECT g FROM generate_series(0, " + P +
+         R"( - 1) g ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS )" +
+         n.members + R"( (
+  member       text        PRIMARY KEY,
+  joined_at    timestamptz NOT NULL DEFAULT now(),
+  until        timestamptz NOT NULL
+);
+CREATE OR REPLACE FUNCTION )" +
+         n.rebalance + R"((m text, lease_ms bigint, busy smallint[], leaving boolean)
+RETURNS TABLE (owned integer, wanted integer, live integer, moving integer)
+LANGUAGE plpgsql AS $f$
+DECLARE
+  lease interval := lease_ms * interval '1 millisecond';
+  n integer;
+  pos integer;
+  total integer;
+  want integer;
+  have integer;
+  k integer;
+BEGIN
+  IF leaving THEN
+    UPDATE )" +
+         n.parts +
+         R"( SET owner = NULL, lease_until = NULL, releasing = false, moved_at = now()
+     WHERE owner = m;
+    DELETE FROM )" +
+         n.members +
+         R"( WHERE member = m;
+    RETURN QUERY SELECT 0, 0, 0, 0;
+    RETURN;
+  END IF;
+  INSERT INTO )" +
+         n.members +
+         R"( (member, until) VALUES (m, now() + lease)
+    ON CONFLICT (member) DO UPDATE SET until = EXCLUDED.until
+    WHERE )" +
+         n.members + R"(.until < now() + lease * 0.6;
+  DELETE FROM )" +
+         n.members + R"( WHERE member IN (SELECT y.member FROM )" + n.members +
+         R"( y WHERE y.until <= now() FOR UPDATE SKIP LOCKED);
+  SELECT count(*), count(*) FILTER (WHERE y.member < m) INTO n, pos FROM )" +
+         n.members + R"( y WHERE y.until > now();
+  SELECT count(*) INTO total FROM )" +
+         n.parts + R"(;
+  -- An even share: the first (total mod n) members by id take one more.
+  want := total / n + CASE WHEN pos < total % n THEN 1 ELSE 0 END;
+  -- Extended once past 40 % of the lease, not at every beat: each update leaves a dead row
+  -- version that every claim's read of this table steps over until it is pruned.
+  UPDATE )" +
+         n.parts +
+         R"( SET lease_until = now() + lease WHERE owner = m AND lease_until < now() + lease * 0.6;
+  SELECT count(*) INTO have FROM )" +
+         n.parts + R"( WHERE owner = m AND NOT releasing;
+  IF have > want THEN
+    -- Too many: stop claiming from the surplus; each is released below once drained.
+    UPDATE )" +
+         n.parts + R"( SET releasing = true WHERE part IN (SELECT p.part FROM )" + n.parts + R"( p
+      WHERE p.owner = m AND NOT p.releasing ORDER BY p.part DESC LIMIT have - want);
+  ELSIF have < want THEN
+    UPDATE )" +
+         n.parts + R"( SET releasing = false WHERE part IN (SELECT p.part FROM )" + n.parts + R"( p
+      WHERE p.owner = m AND p.releasing ORDER BY p.part LIMIT want - have);
+    GET DIAGNOSTICS k = ROW_COUNT;
+    have := have + k;
+    IF have < want THEN
+      -- A partition moves only once its owner released it or its lease expired; the new
+      -- owner's fence is one higher, so the old owner's writes no longer match.
+      UPDATE )" +
+         n.parts +
+         R"( p SET owner = m, fence = p.fence + 1, lease_until = now() + lease,
+             releasing = false, moved_at = now()
+       WHERE p.part IN (SELECT q.part FROM )" +
+         n.parts + R"( q WHERE q.owner IS NULL OR q.lease_until <= now()
+                        ORDER BY q.part LIMIT want - have FOR UPDATE SKIP LOCKED)
+         AND (p.owner IS NULL OR p.lease_until <= now());
+    END IF;
+  END IF;
+  -- Released: the surplus partitions where this member has no claim in flight (busy).
+  UPDATE )" +
+         n.parts +
+         R"( SET owner = NULL, lease_until = NULL, releasing = false, moved_at = now()
+   WHERE owner = m AND releasing AND NOT (part = ANY(busy));
+  RETURN QUERY SELECT (count(*) FILTER (WHERE p.owner = m AND NOT p.releasing))::integer, want, n,
+    (count(*) FILTER (WHERE p.owner IS NULL OR p.lease_until <= now() OR p.releasing))::integer
+    FROM )" +
+         n.parts +
+         R"( p;
+END $f$;
+)";
+}
+
+int partition_count(const Endpoint& ep, PGconn* pg, const Names& n) {
+  Params t;
+  t.text(n.parts);
+  auto has = exec_params(ep, pg, "SELECT to_regclass($1) IS NOT NULL", t, "open");
+  if (PQntuples(has.get()) != 1 || PQgetvalue(has.get(), 0, 0)[0] == 0) return 0;
+  Params none;
+  auto r = exec_params(ep, pg, "SELECT count(*) FROM " + n.parts, none, "open");
+  return static_cast<int>(get_i64(r.get(), 0, 0));
+}
+
+void migrate(const Endpoint& ep, PGconn* pg, const Names& n, int partitions) {
   exec_simple(ep, pg, "BEGIN", "migrate");
   try {
     Params lock;  // held until COMMIT: concurrent first opens queue here
@@ -201,6 +333,7 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n) {
     if (version < 1) exec_simple(ep, pg, migration_v1(n), "migrate to v1");
     if (version < 2) exec_simple(ep, pg, migration_v2(n), "migrate to v2");
     if (version < 3) exec_simple(ep, pg, migration_v3(n), "migrate to v3");
+    if (version < 4) exec_simple(ep, pg, migration_v4(n, partitions), "migrate to v4");
     if (version < kSchemaVersion) {
       Params u;
       u.text(n.table);

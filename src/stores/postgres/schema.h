@@ -20,22 +20,35 @@ struct Names {
   std::string versions;  // "schema"."outpost_schema_version"
   std::string channel;   // LISTEN/NOTIFY channel, at most 63 characters
   std::string maintain;  // "schema"."table_archive_maintain"
+  // Partitions (schema version 4, docs/postgres.md "Partitions and owners"):
+  std::string parts;      // "schema"."table_partitions": one row per partition, its owner and fence
+  std::string members;    // "schema"."table_members": the live store objects that claim
+  std::string rebalance;  // "schema"."table_rebalance": one member's heartbeat (join, share, leave)
 
   Names(std::string schema, std::string table);
 };
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
+
+// Lease owners written by version 4 claims start with this; the outbox refuses a claim or renew
+// by any other (an older relay still running after the upgrade, docs/postgres.md "Upgrading").
+inline constexpr const char* kOwnerPrefix = "pg4-";
 
 // Migrations in order; migration_vN brings version N - 1 to N. Run under an advisory lock.
 std::string migration_v1(const Names& n);
 std::string migration_v2(const Names& n);
 std::string migration_v3(const Names& n);
+// Partitions: `partitions` is the count a new (or upgraded) outbox gets; fixed from then on.
+std::string migration_v4(const Names& n, int partitions);
 
 // Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
 // under an advisory lock: concurrent first opens (several relays starting at once) queue there
 // instead of racing on CREATE ... IF NOT EXISTS. Throws Error(corrupt) for a newer version.
 // A version row whose outbox table is gone (dropped by hand) counts as no outbox: created again.
-void migrate(const Endpoint& ep, PGconn* conn, const Names& n);
+void migrate(const Endpoint& ep, PGconn* conn, const Names& n, int partitions);
+
+// The outbox's partition count (0: an outbox older than version 4).
+int partition_count(const Endpoint& ep, PGconn* conn, const Names& n);
 
 // Whether the outbox table exists (Open::existing / read_only must not create it).
 bool outbox_exists(const Endpoint& ep, PGconn* conn, const Names& n);

@@ -16,7 +16,18 @@ Sql::Sql(const Names& n, bool crashes) {
     return "(" + a + ".state = 0 OR (" + a + ".state = 1 AND " + a + ".lease_until <= now()) OR (" +
            a + ".state = 2 AND " + a + ".due_at <= now()))";
   };
-  const std::string claimable = claimable_row("t");
+  // Partitions (docs/postgres.md, "Partitions and owners"): a claim takes rows only from the
+  // partitions this member ($3) owns under a live partition lease and is not handing over, and
+  // stamps each row with its partition's fence. One InitPlan each, read once per statement.
+  const std::string mine = " AND t.part = ANY(ARRAY(SELECT p.part FROM " + n.parts +
+                           " p WHERE p.owner = $3 AND NOT p.releasing AND p.lease_until > now()))";
+  // Each write-back finds the row's partition still owned by this member ($M) under the fence
+  // the row was claimed with: a stale owner's write (the partition moved) changes nothing.
+  auto fenced = [&n](const std::string& a, const std::string& m) {
+    return " AND (" + a + ".part, " + a + ".fence) IN (SELECT p.part, p.fence FROM " + n.parts +
+           " p WHERE p.owner = " + m + ")";
+  };
+  const std::string claimable = claimable_row("t") + mine;
   // A row still leased (state 1) when it is claimed is one whose lease expired with no outcome
   // recorded (ack deletes, nack and release leave state 1): the expired claim's attempt stays
   // the one in flight and the claim counts a crash instead (store.h). SET reads the old row.
@@ -24,8 +35,11 @@ Sql::Sql(const Names& n, bool crashes) {
       "UPDATE " + t +
       " u SET state = 1, lease_owner = $1, lease_until = now() + $2::bigint * interval '1 "
       "millisecond', attempts = u.attempts + (u.state <> 1)::int, crashes = u.crashes + "
-      "(u.state = 1)::int FROM pick WHERE u.seq = pick.seq RETURNING u.seq, u.id, u.type, "
-      "u.key, u.payload, u.occurred_at, u.headers, u.attempts, u.crashes";
+      "(u.state = 1)::int, fence = (ARRAY(SELECT p.fence FROM " +
+      n.parts +
+      " p ORDER BY p.part))[u.part + 1] FROM pick WHERE u.seq = pick.seq RETURNING u.seq, u.id, "
+      "u.type, u.key, u.payload, u.occurred_at, u.headers, u.attempts, u.crashes, u.part::int, "
+      "u.fence";
   claim_any = "WITH pick AS (SELECT t.seq FROM " + t + " t WHERE " + claimable +
               " ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED) " + lease_set;
   // Candidates in sequence order, locked, with each candidate's key head (its lowest live seq)
@@ -54,10 +68,15 @@ Sql::Sql(const Names& n, bool crashes) {
       "pick AS (SELECT c.seq FROM cand c LEFT JOIN ok o ON o.key = c.key WHERE c.key = '' OR "
       "(o.head AND (o.whole OR c.seq = o.lo))) " +
       lease_set;
-  ack = "DELETE FROM " + t + " WHERE seq = ANY($2::bigint[]) AND lease_owner = $1 AND state = 1";
+  ack = "DELETE FROM " + t +
+        " t WHERE t.seq = ANY($2::bigint[]) AND t.lease_owner = $1 AND "
+        "t.state = 1" +
+        fenced("t", "$3");
   ack_archive = "WITH d AS (DELETE FROM " + t +
-                " WHERE seq = ANY($2::bigint[]) AND lease_owner = $1 AND state = 1 "
-                "RETURNING seq, id, type, key, payload, occurred_at, headers, attempts) "
+                " t WHERE t.seq = ANY($2::bigint[]) AND t.lease_owner = $1 AND t.state = 1" +
+                fenced("t", "$3") +
+                " RETURNING t.seq, t.id, t.type, t.key, t.payload, t.occurred_at, t.headers, "
+                "t.attempts) "
                 "INSERT INTO " +
                 n.archive +
                 " (seq, id, type, key, payload, occurred_at, headers, attempts, "
@@ -69,11 +88,13 @@ Sql::Sql(const Names& n, bool crashes) {
       t +
       " t SET state = 2, lease_owner = NULL, lease_until = NULL, last_error = n.err, "
       "due_at = now() + n.ms * interval '1 millisecond' FROM n WHERE t.seq = n.seq AND n.ms >= 0 "
-      "AND t.lease_owner = $1 AND t.state = 1 RETURNING 1), "
+      "AND t.lease_owner = $1 AND t.state = 1" +
+      fenced("t", "$5") +
+      " RETURNING 1), "
       "del AS (DELETE FROM " +
-      t +
-      " t USING n WHERE t.seq = n.seq AND n.ms < 0 AND t.lease_owner = $1 AND t.state = 1 "
-      "RETURNING t.seq, t.id, t.type, t.key, t.payload, t.occurred_at, t.headers, t.attempts, "
+      t + " t USING n WHERE t.seq = n.seq AND n.ms < 0 AND t.lease_owner = $1 AND t.state = 1" +
+      fenced("t", "$5") +
+      " RETURNING t.seq, t.id, t.type, t.key, t.payload, t.occurred_at, t.headers, t.attempts, "
       "n.err, t.crashes), "
       "ins AS (INSERT INTO " +
       n.dead +
@@ -82,17 +103,25 @@ Sql::Sql(const Names& n, bool crashes) {
       "SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)";
   // Released events are due now: tell idle relays (a trigger covers inserts only).
   release = "WITH u AS (UPDATE " + t +
-            " SET state = 0, lease_owner = NULL, lease_until = NULL, due_at = now(), "
-            "attempts = greatest(attempts - 1, 0) WHERE seq = ANY($2::bigint[]) AND "
-            "lease_owner = $1 AND state = 1 RETURNING 1), "
+            " t SET state = 0, lease_owner = NULL, lease_until = NULL, due_at = now(), "
+            "attempts = greatest(t.attempts - 1, 0) WHERE t.seq = ANY($2::bigint[]) AND "
+            "t.lease_owner = $1 AND t.state = 1" +
+            fenced("t", "$3") +
+            " RETURNING 1), "
             "c AS (SELECT count(*) AS n FROM u) "
             "SELECT n FROM c, LATERAL (SELECT CASE WHEN c.n > 0 THEN pg_notify('" +
             n.channel + "', '') END) x";
+  // Lost: a row of the batch leased by another claim, or still ours in a partition that moved
+  // (its fence no longer matches).
   renew = "WITH u AS (UPDATE " + t +
-          " SET lease_until = now() + $3::bigint * interval '1 millisecond' WHERE seq = "
-          "ANY($2::bigint[]) AND lease_owner = $1 AND state = 1 RETURNING 1) "
-          "SELECT count(*) FROM " +
-          t + " WHERE seq = ANY($2::bigint[]) AND lease_owner IS NOT NULL AND lease_owner <> $1";
+          " t SET lease_until = now() + $3::bigint * interval '1 millisecond' WHERE t.seq = "
+          "ANY($2::bigint[]) AND t.lease_owner = $1 AND t.state = 1" +
+          fenced("t", "$4") + " RETURNING 1) SELECT count(*) FROM " + t +
+          " t WHERE t.seq = ANY($2::bigint[]) AND t.lease_owner IS NOT NULL AND (t.lease_owner "
+          "<> $1 OR NOT ((t.part, t.fence) IN (SELECT p.part, p.fence FROM " +
+          n.parts + " p WHERE p.owner = $4)))";
+  rebalance = "SELECT owned, wanted, live, moving FROM " + n.rebalance +
+              "($1, $2::bigint, $3::smallint[], $4::boolean)";
   stats =
       "SELECT count(*) FILTER (WHERE NOT (state = 1 AND lease_until > now())), "
       "count(*) FILTER (WHERE state = 1 AND lease_until > now()), "

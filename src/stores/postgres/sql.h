@@ -18,18 +18,22 @@ struct Sql {
   // read-only, not migrated) the reads return crashes 0 and no write may run.
   explicit Sql(const Names& n, bool crashes = true);
 
-  std::string insert;         // $1..$6: arrays of id, type, key, payload, occurred_at, headers
-  std::string claim_any;      // $1 owner, $2 lease ms; {max}
+  std::string insert;  // $1..$6: arrays of id, type, key, payload, occurred_at, headers
+  // Claims return kEventColumns, then part and fence.
+  std::string claim_any;      // $1 owner, $2 lease ms, $3 member; {max}
   std::string claim_ordered;  // same, only runs whose key head this statement locked
-  std::string ack;            // $1 owner, $2 seqs
+  std::string ack;            // $1 owner, $2 seqs, $3 member
   std::string ack_archive;    // same, moving the rows to the archive
-  std::string nack;           // $1 owner, $2 seqs, $3 errors, $4 retry ms (-1: dead)
-  std::string release;        // $1 owner, $2 seqs
-  std::string renew;          // $1 owner, $2 seqs, $3 lease ms
-  std::string stats;          // $1: 1 when archiving
-  std::string list;           // $1 limit
-  std::string dead;           // $1 limit
-  std::string retry;          // $1 ids
+  std::string nack;           // $1 owner, $2 seqs, $3 errors, $4 retry ms (-1: dead), $5 member
+  std::string release;        // $1 owner, $2 seqs, $3 member
+  std::string renew;          // $1 owner, $2 seqs, $3 lease ms, $4 member
+  // $1 member, $2 partition lease ms, $3 partitions with claims in flight, $4 leaving:
+  // owned, wanted, live members, partitions moving (free, expired or being handed over).
+  std::string rebalance;
+  std::string stats;  // $1: 1 when archiving
+  std::string list;   // $1 limit
+  std::string dead;   // $1 limit
+  std::string retry;  // $1 ids
   std::string retry_all;
   std::string discard;  // $1 ids
   std::string discard_all;

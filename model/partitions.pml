@@ -1,0 +1,187 @@
+/*
+ * Partition ownership of the PostgreSQL store (docs/postgres.md, "Partitions and owners";
+ * docs/protocol-model.md maps each step to the code). Two partitions, one key each, two events
+ * per key; R relays (store objects) that take, hand over and release partitions, claim one
+ * event at a time from the partitions they own and ack it. The environment expires the leases
+ * of crashed relays; a relay may be paused past every lease it holds (its partitions and rows
+ * can then be taken over while it still believes it owns them) and may crash at any point,
+ * mid-move included (after marking a partition for hand-over, before releasing it).
+ *
+ * Invariants (assertions): per-key order (an event is acked only after the earlier one of its
+ * key), no stale-fence write (an ack or release takes effect only for the partition's current
+ * owner under the fence its row was claimed with), one owner per partition (a partition moves
+ * only once its owner released it or its lease expired), and no loss (when nothing can move,
+ * every event is acked). Broken variants: NOFENCE (a move does not raise the fence and writes
+ * are not checked against it), EARLYMOVE (a partition is taken while its owner holds a live
+ * lease).
+ */
+#ifndef R
+#define R 2
+#endif
+#ifndef CRASHES
+#define CRASHES 1
+#endif
+#ifndef PAUSES
+#define PAUSES 1
+#endif
+#ifndef HANDOVERS
+#define HANDOVERS 2
+#endif
+#define P 2
+#define E 2
+#define N 4                     /* P * E events: partition p holds events p*E .. p*E+E-1 */
+#define NONE 0                  /* owners are relays 1..R */
+
+byte owner[P];                  /* <table>_partitions.owner */
+byte fence[P];                  /* <table>_partitions.fence */
+bool plive[P];                  /* the owner's partition lease has not expired */
+bool releasing[P];              /* marked for hand-over: claims skip it */
+byte est[N];                    /* 0 pending, 1 leased, 2 acked (deleted) */
+byte eowner[N];                 /* lease_owner (the claiming relay) */
+byte efence[N];                 /* the row's fence column */
+bool elive[N];                  /* the row's lease has not expired */
+bool crashed[R + 1];
+byte crashes = 0;
+byte pauses = 0;
+byte handovers = 0;             /* bounds the search: each hand-over is a move */
+
+#define ALLACKED (est[0] == 2 && est[1] == 2 && est[2] == 2 && est[3] == 2)
+/* The key's head: its lowest unacked event (events of one key are claimed in order). */
+#define HEAD(p) (est[(p) * E] != 2 -> (p) * E : (p) * E + 1)
+#define CLAIMABLE(e) (est[e] == 0 || (est[e] == 1 && !elive[e]))
+#ifdef NOFENCE
+#define FENCED(r, e) true
+#else
+#define FENCED(r, e) (owner[(e) / E] == r && fence[(e) / E] == efence[e])
+#endif
+#ifdef EARLYMOVE
+#define MOVABLE(r, p) (owner[p] != r)
+#else
+#define MOVABLE(r, p) (owner[p] != r && (owner[p] == NONE || !plive[p]))
+#endif
+
+/* Take a free or expired partition: the fence goes up (the <table>_rebalance take step). */
+inline take(r, p) {
+  atomic {
+    MOVABLE(r, p) ->
+    assert(owner[p] == NONE || !plive[p]);  /* one owner per partition */
+    owner[p] = r;
+#ifndef NOFENCE
+    fence[p]++;
+#endif
+    plive[p] = true;
+    releasing[p] = false
+  }
+}
+
+/* Release a partition marked for hand-over once none of this relay's claims is in it. */
+inline release_part(r, p) {
+  atomic {
+    owner[p] == r && releasing[p] && !(busy && ce / E == p) ->
+    owner[p] = NONE;
+    plive[p] = false;
+    releasing[p] = false
+  }
+}
+
+/* Claim the head of a partition this relay owns under a live lease, not being handed over. */
+inline claim(r, p) {
+  atomic {
+    !busy && owner[p] == r && plive[p] && !releasing[p] && est[HEAD(p)] != 2 &&
+    CLAIMABLE(HEAD(p)) ->
+    ce = HEAD(p);
+    est[ce] = 1;
+    eowner[ce] = r;
+    efence[ce] = fence[p];
+    elive[ce] = true;
+    busy = true
+  }
+}
+
+proctype relay(byte r) {
+  bool busy = false;
+  byte ce = 0;  /* the event in flight */
+end_loop:
+  do
+  :: ALLACKED -> break
+  :: atomic { crashes < CRASHES -> crashes++; crashed[r] = true }; goto dead
+  :: atomic {
+       /* Paused past every lease it holds: they expire (the relay does not know). */
+       pauses < PAUSES -> pauses++;
+       if :: owner[0] == r -> plive[0] = false :: else -> skip fi;
+       if :: owner[1] == r -> plive[1] = false :: else -> skip fi;
+       if :: busy && est[ce] == 1 && eowner[ce] == r -> elive[ce] = false :: else -> skip fi
+     }
+  :: take(r, 0)
+  :: take(r, 1)
+  :: atomic {
+       /* hand over (a surplus partition): claims skip it from now on */
+       handovers < HANDOVERS && owner[0] == r && plive[0] && !releasing[0] ->
+       handovers++; releasing[0] = true
+     }
+  :: atomic {
+       handovers < HANDOVERS && owner[1] == r && plive[1] && !releasing[1] ->
+       handovers++; releasing[1] = true
+     }
+  /* The heartbeat after a pause: a relay still the owner renews its own expired lease. */
+  :: atomic { owner[0] == r && !plive[0] -> plive[0] = true }
+  :: atomic { owner[1] == r && !plive[1] -> plive[1] = true }
+  :: release_part(r, 0)
+  :: release_part(r, 1)
+  :: claim(r, 0)
+  :: claim(r, 1)
+  :: atomic {
+       /* ack after delivery: only under the row's lease and the partition's fence */
+       busy ->
+       if
+       :: est[ce] == 1 && eowner[ce] == r && FENCED(r, ce) ->
+          assert(owner[ce / E] == r && fence[ce / E] == efence[ce]);  /* no stale-fence write */
+          assert(ce % E == 0 || est[ce - 1] == 2);                    /* per-key order */
+          est[ce] = 2
+       :: else -> skip  /* refused: nothing changes */
+       fi;
+       busy = false
+     }
+  :: atomic {
+       /* release the event (stopping, or the renew found the lease lost) */
+       busy ->
+       if
+       :: est[ce] == 1 && eowner[ce] == r && FENCED(r, ce) ->
+          assert(owner[ce / E] == r && fence[ce / E] == efence[ce]);  /* no stale-fence write */
+          est[ce] = 0
+       :: else -> skip
+       fi;
+       busy = false
+     }
+  od;
+dead:
+  skip
+}
+
+/* Time passes for the dead: a crashed relay's partition and row leases expire. */
+active proctype expiry() {
+end:
+  do
+  :: atomic { owner[0] != NONE && crashed[owner[0]] && plive[0] -> plive[0] = false }
+  :: atomic { owner[1] != NONE && crashed[owner[1]] && plive[1] -> plive[1] = false }
+  :: atomic { est[0] == 1 && crashed[eowner[0]] && elive[0] -> elive[0] = false }
+  :: atomic { est[1] == 1 && crashed[eowner[1]] && elive[1] -> elive[1] = false }
+  :: atomic { est[2] == 1 && crashed[eowner[2]] && elive[2] -> elive[2] = false }
+  :: atomic { est[3] == 1 && crashed[eowner[3]] && elive[3] -> elive[3] = false }
+  od
+}
+
+/* No loss: once nothing can move, every event was acked (at most R - 1 relays crash). */
+active proctype no_loss() {
+  timeout -> assert(ALLACKED)
+}
+
+init {
+  atomic {
+    byte i = 1;
+    do
+    :: i <= R -> run relay(i); i++
+    :: else -> break
+    od
+  }
+}
