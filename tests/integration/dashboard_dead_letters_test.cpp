@@ -39,8 +39,9 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds tim
   return true;
 }
 
-// A log of three events and one line that is not an event, as the file sink writes them. The
-// first payload has a number beyond 64 bits: its digits must come out as they went in.
+// A log of three events, one line that is not an event and an event without id, as the file
+// sink writes them (and a producer of its own may). The first payload has a number beyond 64
+// bits: its digits must come out as they went in.
 struct Log {
   std::vector<std::string> ids;
   static constexpr const char* kBigNumber = "12345678901234567890123";
@@ -61,6 +62,7 @@ struct Log {
     text.headers[std::string(header::kContentType)] = std::string(kTextContentType);
     add(text);
     out << "{\"type\": broken\n";
+    out << "{\"type\":\"note.added\",\"key\":\"n-1\",\"payload\":{\"x\":1}}\n";
   }
 };
 
@@ -74,7 +76,7 @@ class ConsumersDeadTest : public ::testing::Test {
                  cp_, "--sink", hook_.url(), "--max-attempts", "1", "--backoff-base-ms", "1",
                  "--backoff-max-ms", "5", "--until-idle", "300", "--quiet"});
     ASSERT_EQ(r.code, 0) << r.all();
-    ASSERT_EQ(dead().size(), 4u)
+    ASSERT_EQ(dead().size(), 5u)
         << run_cli({"consumers", "--checkpoint", cp_, "dead", "--group", "g"}).all();
   }
   std::vector<json> dead(std::vector<std::string> more = {}) {
@@ -103,7 +105,7 @@ TEST_F(ConsumersDeadTest, DeadLettersAreEventsInTheShapeOfEventsDead) {
   auto r = run_cli({"consumers", "--checkpoint", cp_, "dead", "--group", "g"});
   ASSERT_EQ(r.code, 0) << r.all();
   auto lines = lines_of(r.out);
-  ASSERT_EQ(lines.size(), 4u) << r.out;
+  ASSERT_EQ(lines.size(), 5u) << r.out;
   // Oldest first: the line that is not an event was parked at once, the events after their
   // attempt. The payload's text as stored: every digit of the big number.
   EXPECT_NE(lines[1].find(std::string("\"payload\":{\"amount\":") + Log::kBigNumber + "}"),
@@ -139,6 +141,12 @@ TEST_F(ConsumersDeadTest, DeadLettersAreEventsInTheShapeOfEventsDead) {
   EXPECT_TRUE(torn["id"].is_null()) << torn;
   EXPECT_EQ(torn["raw"], "{\"type\": broken") << torn;
   EXPECT_EQ(torn["state"], "dead");
+  // An event without id: the event, with a null id.
+  auto anonymous = json::parse(lines[4]);
+  EXPECT_TRUE(anonymous["id"].is_null()) << anonymous;
+  EXPECT_EQ(anonymous["event_id"], "") << anonymous;
+  EXPECT_EQ(anonymous["type"], "note.added") << anonymous;
+  EXPECT_EQ(anonymous["payload"]["x"], 1) << anonymous;
 
   // The same event dead-lettered by a relay: `events dead` prints no field the consumer's lacks.
   const std::string store = "sqlite:" + (dir_ / "outbox.db");
@@ -162,12 +170,12 @@ TEST_F(ConsumersDeadTest, DeadLettersAreEventsInTheShapeOfEventsDead) {
 TEST_F(ConsumersDeadTest, FiltersAsOutpostEventsAndMissingGroupsAndIdsAreNamed) {
   EXPECT_EQ(dead({"--type", "order.placed"}).size(), 2u);
   EXPECT_EQ(dead({"--key", "acct"}).size(), 2u);
-  EXPECT_EQ(dead({"--error", "no such account"}).size(), 3u);
+  EXPECT_EQ(dead({"--error", "no such account"}).size(), 4u);
   EXPECT_EQ(dead({"--older-than", "1h"}).size(), 0u);
-  EXPECT_EQ(dead({"--older-than", "0s"}).size(), 4u);
+  EXPECT_EQ(dead({"--older-than", "0s"}).size(), 5u);
   auto newest = dead({"--newest-first", "--limit", "1"});
   ASSERT_EQ(newest.size(), 1u);
-  EXPECT_EQ(newest[0]["type"], "user.created") << newest[0];
+  EXPECT_EQ(newest[0]["type"], "note.added") << newest[0];
   EXPECT_EQ(dead({"--type", "order.placed", "--key", "acct-2"}).size(), 1u);
 
   // Usage errors: exit 2 before anything is opened.
@@ -193,7 +201,7 @@ TEST_F(ConsumersDeadTest, FiltersAsOutpostEventsAndMissingGroupsAndIdsAreNamed) 
   EXPECT_NE(r.err.find("999999"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(absent), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("nothing was changed"), std::string::npos) << r.err;
-  EXPECT_EQ(dead().size(), 4u);
+  EXPECT_EQ(dead().size(), 5u);
 
   // Retry and discard by filter, --verbose naming the rows.
   r = consumers({"retry", "--group", "g", "--type", "user.created", "--verbose"});
@@ -212,7 +220,7 @@ TEST_F(ConsumersDeadTest, FiltersAsOutpostEventsAndMissingGroupsAndIdsAreNamed) 
   // By event id, as before.
   r = consumers({"discard", "--group", "g", ids_[0]});
   ASSERT_EQ(r.code, 0) << r.all();
-  EXPECT_EQ(dead().size(), 2u);
+  EXPECT_EQ(dead().size(), 3u);
 }
 
 // The dashboard's API: a group's dead letters are events, both kinds page, a group's act by
@@ -270,7 +278,7 @@ TEST_F(DashboardApiTest, DeadLettersOfBothKindsAreEventsThatPageAndActByFilter) 
   };
   ASSERT_TRUE(eventually([&] {
     return get("/api/dead?pipeline=orders").value("matching", 0) == 5 &&
-           get("/api/consumer/dead?pipeline=parked").value("matching", 0) == 4;
+           get("/api/consumer/dead?pipeline=parked").value("matching", 0) == 5;
   })) << read_file(log_);
 
   // Pages: offset + limit, every dead letter once.
@@ -291,7 +299,7 @@ TEST_F(DashboardApiTest, DeadLettersOfBothKindsAreEventsThatPageAndActByFilter) 
   // A group's dead letters: events with type and JSON payload, on either route, filtered and
   // paged as a relay's.
   const auto group = get("/api/consumer/dead?pipeline=parked");
-  ASSERT_EQ(group["events"].size(), 4u) << group;
+  ASSERT_EQ(group["events"].size(), 5u) << group;
   const auto& first = group["events"][1];  // [0]: the line that is not an event, parked at once
   EXPECT_EQ(first.value("type", ""), "order.placed") << group;
   EXPECT_TRUE(first.contains("payload") && first["payload"].is_object()) << group;
@@ -336,7 +344,7 @@ TEST_F(DashboardApiTest, DeadLettersOfBothKindsAreEventsThatPageAndActByFilter) 
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(json::parse(r->body)["discarded"], 2) << r->body;
-  EXPECT_EQ(get("/api/consumer/dead?pipeline=parked")["matching"], 2);
+  EXPECT_EQ(get("/api/consumer/dead?pipeline=parked")["matching"], 3);
   EXPECT_NE(read_file(log_).find("[parked] dashboard: consumer dead letters: discard by filter "
                                  "{\"type\":\"order.placed\"}: discarded 2 (from 127.0.0.1)"),
             std::string::npos)
