@@ -6,7 +6,6 @@
 
 #include "cli.h"
 #include "core/duration.h"
-#include "outpost/error.h"
 #include "outpost/json.h"
 
 namespace outpost::cli {
@@ -70,8 +69,9 @@ ConsumerDeadEvent decode_dead_letter(const ConsumerDeadLetter& d) {
     dead.last_error = redact(d.error);
     dead.dead_at = d.dead_at;
     out.event = std::move(dead);
-  } catch (const Error&) {
-    // Not an outpost event (a torn or foreign line, parked at once): shown as `raw`.
+  } catch (const std::exception&) {
+    // Not an outpost event (a torn or foreign line, parked at once): shown as `raw`. Any
+    // exception: one undecodable row must not hide the group's other dead letters.
   }
   return out;
 }
