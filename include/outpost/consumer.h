@@ -1,5 +1,5 @@
 #pragma once
-// Checkpointed stream consumers (seed 001's unified log): a consumer reads a batch from a log,
+// Checkpointed stream consumers (docs/consumers.md): a consumer reads a batch from a log,
 // calls your handler with the batch and an OPEN TRANSACTION on the checkpoint store, and commits
 // your state, the inbox rows of the batch and the new checkpoint in that one transaction. A crash
 // before the commit replays the batch; a message sent twice is skipped by its event id.
@@ -36,147 +36,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "outpost/checkpoint_store.h"
 #include "outpost/event.h"
 #include "outpost/relay.h"
+#include "outpost/source.h"
 #include "outpost/tx.h"
 
 namespace outpost {
-
-// One message read from a log.
-struct Message {
-  StoredEvent event;        // the decoded event; id nil when the message carried none
-  std::string position;     // source position just after this message (the checkpoint value)
-  std::string raw;          // the JSON line as read (file log); empty for broker messages
-                            // (a dead letter stores their event's JSON encoding instead)
-  std::string parse_error;  // not empty: not an outpost event; parked, never handed to you
-};
-
-// A log a consumer reads. Positions are opaque text (a byte offset, a stream id, offsets per
-// partition); "" means the beginning.
-class Source {
- public:
-  virtual ~Source() = default;
-  virtual std::string_view name() const = 0;  // "file", "redis-stream", ...
-  virtual std::string url() const = 0;        // as opened, password redacted
-  // Whether `stored_url` (the URL a group was bound to) names this log. The file source
-  // compares canonical paths: `file:log.jsonl` from its directory and `file:DIR/./log.jsonl`
-  // are one log.
-  virtual bool same_log(const std::string& stored_url) const { return stored_url == url(); }
-  // Continue reading just after `position`.
-  virtual void seek(const std::string& position) = 0;
-  // Up to `max` messages in log order; waits up to `wait` when none is there yet. Throws on
-  // errors that retrying will not fix (ConfigError); ConnectionError etc. are retried by run().
-  virtual std::vector<Message> read(std::size_t max, Duration wait) = 0;
-  // Messages in the log after `position` (nullopt when the source cannot tell).
-  virtual std::optional<std::int64_t> lag(const std::string& position) = 0;
-  // `position` is committed for `group` (Redis Streams mirrors it in `<stream>:checkpoints` so
-  // the sink's trimming keeps what the group has not read). Must not throw.
-  virtual void committed(const std::string& /*group*/, const std::string& /*position*/) {}
-  // `group` is retired: drop any registration committed() made (or trimming stops at it).
-  virtual void retire(const std::string& /*group*/) {}
-  // True for sources whose consumer processes may share a group, each owning part of the log
-  // (Kafka partitions): their position is merged into the stored one (merge()) instead of
-  // replacing it.
-  virtual bool partitioned() const { return false; }
-  virtual std::string merge(const std::string& /*stored*/, const std::string& mine) const {
-    return mine;
-  }
-  // True when read() may run on another thread than the consumer's while it commits the batch
-  // before (Consumer::run then reads one batch ahead). The consumer still never calls two
-  // methods at once, but read() must not call the checkpoint reader (the store is busy
-  // committing), and committed() may come one batch late. False unless a source says so (file,
-  // Redis Streams, NATS and Kafka with assign=manual do; Kafka in a group does not: its read runs
-  // rebalance callbacks that read the checkpoint).
-  virtual bool can_read_ahead() const { return false; }
-  // Where the source can ask for the group's committed checkpoint again (Kafka: when partitions
-  // are assigned after a rebalance). Called by the Consumer before the first read.
-  virtual void set_checkpoint_reader(std::function<std::string()> /*reader*/) {}
-  // Where the source says what an operator should see once (the file source: a log rotation
-  // followed, a file truncated in place); `warning` for what may have cost messages. Set by the
-  // Consumer before the first read; may be called from the read-ahead thread.
-  virtual void set_notice(std::function<void(const std::string&, bool warning)> /*notice*/) {}
-};
-
-// file:PATH (the file sink's JSON lines, followed through log rotation; position =
-// OFFSET@DEVICE:INODE:FINGERPRINT, the byte offset after the last whole line in that file).
-// Throws ConfigError naming the bad part, or listing the schemes of this build.
-std::unique_ptr<Source> open_source(std::string_view url);
-std::vector<std::string> source_schemes();
-
-// What an operator sees of a consumer group.
-struct ConsumerGroupInfo {
-  std::string group;
-  std::string source;     // the URL it reads (redacted)
-  std::string position;   // its committed checkpoint
-  std::int64_t dead = 0;  // parked messages (including those waiting for a retry)
-  TimePoint updated_at;
-};
-
-struct ConsumerDeadLetter {
-  std::int64_t id = 0;  // row id (what retry/discard take, besides event ids)
-  std::string group;
-  std::string event_id;  // empty for a message without id
-  std::string key;
-  std::string position;  // source position just after the message
-  int attempts = 0;
-  std::string error;
-  std::string payload;  // the message as read
-  std::string state;    // "dead", or "retry" (an operator asked for another attempt)
-  TimePoint dead_at;
-};
-
-// Where consumers keep their state, inbox, checkpoints and dead letters:
-//   sqlite:PATH[?prefix=outpost_consumer&busy_timeout_ms=30000]
-//   postgresql://user@host:port/db[?prefix=outpost_consumer&connect_timeout=…&sslmode=…]
-// Tables <prefix>_checkpoints, <prefix>_dead and <prefix>_inbox are created on first use.
-class CheckpointStore {
- public:
-  struct Impl;
-  explicit CheckpointStore(std::unique_ptr<Impl> impl);
-  ~CheckpointStore();
-  CheckpointStore(const CheckpointStore&) = delete;
-  CheckpointStore& operator=(const CheckpointStore&) = delete;
-
-  std::string url() const;  // redacted
-  const std::string& prefix() const;
-  // TxHandle::Kind::sqlite or ::postgres: what batch.tx() will be.
-  TxHandle::Kind kind() const;
-
-  std::vector<ConsumerGroupInfo> groups();
-  std::optional<ConsumerGroupInfo> group(const std::string& group);
-  std::vector<ConsumerDeadLetter> dead(const std::string& group, std::size_t limit);
-  // `ids` are row ids or event ids. Retry: state -> "retry" (attempts reset); the running (or
-  // next) consumer of the group handles them again, in row order, before reading on. Discard:
-  // deleted. Both return how many rows they changed.
-  std::size_t retry(const std::string& group, std::span<const std::string> ids);
-  std::size_t retry_all(const std::string& group);
-  std::size_t discard(const std::string& group, std::span<const std::string> ids);
-  std::size_t discard_all(const std::string& group);
-
-  Impl& impl() { return *impl_; }
-
- private:
-  std::unique_ptr<Impl> impl_;
-};
-
-// What opening may do. create: make the database file and the tables when missing (consumers).
-// existing: open only consumer state that is there (<prefix>_checkpoints and <prefix>_dead);
-// none is ErrorCode::not_found naming the place, and nothing is created (not the SQLite file,
-// not a table): `outpost consumers` inspects and edits with existing.
-enum class CheckpointOpen { create, existing };
-
-// Throws ConfigError for a malformed URL (naming the part) before connecting, ConnectionError
-// when the database cannot be reached.
-std::unique_ptr<CheckpointStore> open_checkpoint_store(
-    std::string_view url, CheckpointOpen open = CheckpointOpen::create);
-// Only the URL checks of open_checkpoint_store (for CLIs: validate everything before opening).
-void validate_checkpoint_store_url(std::string_view url);
 
 // One attempt at a batch, as the handler sees it.
 class ConsumerBatch {

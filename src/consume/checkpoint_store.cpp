@@ -220,6 +220,10 @@ TxHandle::Kind CheckpointStore::kind() const {
   return impl_->kind;
 }
 
+void CheckpointStore::transaction(const std::function<void(TxHandle)>& fn) {
+  impl_->in_tx([&](consume::SqlTx& tx) { fn(tx.handle()); });
+}
+
 std::vector<ConsumerGroupInfo> CheckpointStore::groups() {
   return impl_->in_tx([&](SqlTx& tx) {
     std::vector<ConsumerGroupInfo> out;

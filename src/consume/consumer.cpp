@@ -49,9 +49,9 @@ const ConsumerOptions& validated(const ConsumerOptions& o) {
 }  // namespace
 
 struct Consumer::Impl {
-  Impl(Source& s, CheckpointStore& st, const ConsumerOptions& o)
+  Impl(Source& s, CheckpointStore& st, CheckpointStore::Impl& sti, const ConsumerOptions& o)
       : source(s),
-        store(st.impl()),
+        store(sti),
         options(validated(o)),
         inbox(inbox_options(st, o)),
         dest(options.backoff_max) {}
@@ -460,7 +460,7 @@ struct Consumer::Impl {
 };
 
 Consumer::Consumer(Source& source, CheckpointStore& store, ConsumerOptions options)
-    : impl_(std::make_unique<Impl>(source, store, options)) {}
+    : impl_(std::make_unique<Impl>(source, store, *store.impl_, options)) {}
 Consumer::~Consumer() = default;
 
 std::size_t Consumer::run_once(const ConsumerHandler& handler) {

@@ -123,7 +123,8 @@ class CheckpointConformance : public ::testing::TestWithParam<CheckpointCase> {
   // event id -> effects, read in a transaction of the store (the table is created if missing).
   std::map<std::string, int> effects(CheckpointStore& store) {
     std::map<std::string, int> out;
-    store.impl().in_tx([&](SqlTx& tx) {
+    store.transaction([&](TxHandle h) {
+      SqlTx tx(h);
       tx.exec("CREATE TABLE IF NOT EXISTS " + effects_ + " (event_id TEXT, payload TEXT)");
       for (auto& r : tx.query("SELECT event_id FROM " + effects_)) ++out[*r[0]];
     });
@@ -304,6 +305,24 @@ TEST_P(CheckpointConformance, DeadLettersAreListedRetriedAndDiscarded) {
   EXPECT_EQ(store->discard_all("g"), 1u);
   EXPECT_TRUE(store->dead("g", 10).empty());
   EXPECT_EQ(store->discard_all("g"), 0u);
+}
+
+TEST_P(CheckpointConformance, ATransactionCommitsWhatItWroteOrNothingWhenItThrows) {
+  auto store = open();
+  store->transaction([&](TxHandle h) {
+    EXPECT_EQ(h.kind(), kind_);
+    SqlTx(h).exec("CREATE TABLE " + effects_ + " (event_id TEXT, payload TEXT)");
+    SqlTx(h).exec("INSERT INTO " + effects_ + " VALUES ('kept', '')");
+  });
+  EXPECT_THROW(store->transaction([&](TxHandle h) {
+    SqlTx(h).exec("INSERT INTO " + effects_ + " VALUES ('undone', '')");
+    throw std::runtime_error("the caller's failure");
+  }),
+               std::runtime_error);
+  auto rows = effects(*store);
+  EXPECT_EQ(rows, (std::map<std::string, int>{{"kept", 1}}));
+  // The store is usable after a rolled-back transaction.
+  EXPECT_TRUE(store->groups().empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoint, CheckpointConformance, ::testing::ValuesIn(checkpoint_cases()),

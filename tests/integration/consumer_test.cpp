@@ -54,7 +54,8 @@ class ConsumerTest : public ::testing::TestWithParam<std::string> {
   void TearDown() override {
     if (!store_) return;
     try {
-      store_->impl().in_tx([&](SqlTx& tx) {
+      store_->transaction([&](TxHandle h) {
+        SqlTx tx(h);
         for (const char* t : {"_effects", "_checkpoints", "_dead", "_inbox"})
           tx.exec(std::string("DROP TABLE IF EXISTS ") + name_ + t);
       });
@@ -111,7 +112,8 @@ class ConsumerTest : public ::testing::TestWithParam<std::string> {
   // event id -> number of effects, and payloads per key in effect order.
   std::map<std::string, int> effects() {
     std::map<std::string, int> out;
-    store_->impl().in_tx([&](SqlTx& tx) {
+    store_->transaction([&](TxHandle h) {
+      SqlTx tx(h);
       tx.exec("CREATE TABLE IF NOT EXISTS " + name_ +
               "_effects (event_id TEXT, k TEXT, payload TEXT)");
       for (auto& r : tx.query("SELECT event_id FROM " + name_ + "_effects")) ++out[*r[0]];
@@ -325,7 +327,8 @@ TEST_P(ConsumerTest, PoisonMessagesAreParkedOrderedKeysBehindThemThenRetriedAndD
   EXPECT_EQ(store_->dead("g1", 100).size(), 0u);
   EXPECT_EQ(last_.retried, 3u);
   std::vector<std::string> order;
-  store_->impl().in_tx([&](SqlTx& tx) {
+  store_->transaction([&](TxHandle h) {
+    SqlTx tx(h);
     for (auto& r : tx.query("SELECT payload FROM " + name_ + "_effects WHERE k = 'bad'"))
       order.push_back(*r[0]);
   });

@@ -61,10 +61,11 @@ TEST(SqlLayer, PostgresFailureClassesAreTheSameForTheStoreAndTheConsumer) {
   const std::string name = unique_name("sqlerr");
   auto store = open_store(*url + "?table=" + name);
   auto checkpoints = open_checkpoint_store(*url + "?prefix=" + name);
-  auto& cp = checkpoints->impl();
+  auto& cp = *checkpoints;
   // Every insert into the outbox and into the consumer's inbox raises the SQLSTATE in
   // <name>_inject.
-  cp.in_tx([&](SqlTx& tx) {
+  cp.transaction([&](TxHandle h) {
+    SqlTx tx(h);
     tx.script("CREATE TABLE " + name + "_inject (code TEXT NOT NULL); INSERT INTO " + name +
               "_inject VALUES ('00000'); CREATE FUNCTION " + name +
               "_raise() RETURNS trigger LANGUAGE plpgsql AS $f$ DECLARE c TEXT; BEGIN SELECT code "
@@ -86,11 +87,18 @@ TEST(SqlLayer, PostgresFailureClassesAreTheSameForTheStoreAndTheConsumer) {
   };
   for (const auto& [state, retryable] : retried) {
     SCOPED_TRACE("SQLSTATE " + state);
-    cp.in_tx([&](SqlTx& tx) { tx.exec("UPDATE " + name + "_inject SET code = $1", {state}); });
+    cp.transaction([&](TxHandle h) {
+      SqlTx tx(h);
+      tx.exec("UPDATE " + name + "_inject SET code = $1", {state});
+    });
     std::vector<Event> events{Event::make("sql.layer", "{}", "k")};
     auto by_store = failure_of([&] { store->append(events); });
-    auto by_consumer = failure_of(
-        [&] { cp.in_tx([&](SqlTx& tx) { inbox.record(EventId::generate(), tx.handle()); }); });
+    auto by_consumer = failure_of([&] {
+      cp.transaction([&](TxHandle h) {
+        SqlTx tx(h);
+        inbox.record(EventId::generate(), tx.handle());
+      });
+    });
     ASSERT_TRUE(by_store) << "the store's append did not fail";
     ASSERT_TRUE(by_consumer) << "the inbox write did not fail";
     EXPECT_EQ(by_store->retryable, retryable) << by_store->what;
@@ -99,7 +107,8 @@ TEST(SqlLayer, PostgresFailureClassesAreTheSameForTheStoreAndTheConsumer) {
     EXPECT_EQ(by_store->native, by_consumer->native);
     EXPECT_NE(by_store->what.find("injected " + state), std::string::npos) << by_store->what;
   }
-  cp.in_tx([&](SqlTx& tx) {
+  cp.transaction([&](TxHandle h) {
+    SqlTx tx(h);
     tx.script("DROP FUNCTION " + name + "_raise() CASCADE; DROP TABLE " + name + "_inject, " +
               name + "_checkpoints, " + name + "_dead, " + name + "_inbox");
   });
