@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 namespace outpost::cli {
 
@@ -71,6 +72,22 @@ class StopSignalWatcher {
   struct Impl;
   Impl* impl_;
   std::atomic<int> received_{0};
+};
+
+// SIGHUP for the daemon's reload, taken on a thread of its own with sigwait(), as the stop
+// signals are. block_hangup() before any thread exists (PipelineHost does, when it reloads);
+// without it SIGHUP keeps its default action (`outpost relay`, `outpost consume`).
+void block_hangup();
+class HangupWatcher {
+ public:
+  explicit HangupWatcher(std::function<void()> on_hangup);
+  ~HangupWatcher();  // ends and joins the watcher thread (after a reload in progress)
+  HangupWatcher(const HangupWatcher&) = delete;
+  HangupWatcher& operator=(const HangupWatcher&) = delete;
+
+ private:
+  std::atomic<bool> quit_{false};
+  std::thread thread_;
 };
 
 // Bounds how long the process takes to end after a second stop signal, whatever a store or sink

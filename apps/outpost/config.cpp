@@ -15,6 +15,7 @@
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "pipeline_limits.h"
+#include "pipeline_options.h"
 #ifdef OUTPOST_HAVE_CONSUME
 #include "outpost/consumer.h"
 #endif
@@ -358,18 +359,11 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   const Value& sink = table.as_table().at("sink");
   check_scheme(r.where(store, "store"), p.store, "store", store_schemes());
   check_scheme(r.where(sink, "sink"), p.sink, "sink", sink_schemes());
-  // Every URL of every pipeline is checked here, before `run` opens anything (and by `check`):
-  // the URL only, and for a file sink that its directory exists; nothing is opened or created.
-  try {
-    check_sink_url(p.sink);
-  } catch (const ConfigError& e) {
-    fail(r.where(sink, "sink"), e.what());
-  }
-  try {
-    check_store_url(p.store);
-  } catch (const ConfigError& e) {
-    fail(r.where(store, "store"), e.what());
-  }
+  // Every URL of every pipeline is checked here, before `run` opens anything (and by `check`),
+  // with the checks the pipeline host makes before it opens one (pipeline_host.h): the URL only,
+  // and for a file sink that its directory exists; nothing is opened or created.
+  if (auto problem = check_pipeline_urls(p))
+    fail(r.where(problem->key == "sink" ? sink : store, problem->key), problem->what);
   return p;
 }
 
@@ -403,16 +397,8 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
     fail(at(file, table) + context, e);
   check_scheme(r.where(t.at("from"), "from"), a.from, "log (from)", source_schemes());
   check_scheme(r.where(t.at("sink"), "sink"), a.sink, "sink", sink_schemes());
-  try {
-    check_sink_url(a.sink);
-  } catch (const ConfigError& e) {
-    fail(r.where(t.at("sink"), "sink"), e.what());
-  }
-  try {
-    validate_checkpoint_store_url(a.checkpoint);  // the URL only: nothing is opened
-  } catch (const ConfigError& e) {
-    fail(r.where(t.at("checkpoint"), "checkpoint"), e.what());
-  }
+  if (auto problem = check_pipeline_urls(a))
+    fail(r.where(t.at(problem->key), problem->key), problem->what);
   return c;
 }
 #endif

@@ -23,6 +23,7 @@
 #include "outpost/consumer.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
+#include "pipeline_host.h"
 #include "pipeline_limits.h"
 
 namespace outpost::cli {
@@ -69,58 +70,21 @@ class TouchingSource final : public Source {
   PipelineMetrics& m_;
 };
 
-// The one pipeline of `outpost consume`, for the progress line (named after its group).
-class SingleConsumer final : public PipelineSource {
- public:
-  SingleConsumer(const ConsumeBridge& bridge, std::string group)
-      : bridge_(bridge), group_(std::move(group)) {}
-  std::vector<PipelineView> pipelines() override {
-    PipelineView v;
-    v.name = group_;
-    v.sink = std::string(bridge_.sink_name());
-    v.consumer = &bridge_;
-    return {v};
-  }
-  bool shutting_down() const override { return false; }
-
- private:
-  const ConsumeBridge& bridge_;
-  std::string group_;
-};
-
+// The pipeline host (pipeline_host.h) with one [[consume]] pipeline named after its group, from
+// flags.
 int run_consume(const ConsumeArgs& a, const std::string& log_format) {
   set_log_format("outpost consume", log_format);
-  ConsumeBridge bridge(a, error_log("", a.quiet));
-  // The first signal finishes the batch in flight; after a second one the process ends within
-  // GiveUpDeadline::kGrace even if the log or the checkpoint store hangs (the batch in flight is
-  // read again on the next run, as after a crash; the inbox skips what was committed).
-  GiveUpDeadline give_up;
-  StopSignalWatcher watcher([&](int, int count) {
-    bridge.stop();
-    if (count < 2) return;
-    give_up.give_up_after(GiveUpDeadline::kGrace, [&] {
-      log("the log, checkpoint store or sink did not return within " +
-          std::to_string(GiveUpDeadline::kGrace.count()) +
-          " ms: exiting without waiting (the batch in flight is read again on the next run)");
-      log(consume_summary(bridge.counters()) + " after signal");
-    });
-  });
-  SingleConsumer view(bridge, a.group);
-  std::optional<Progress> progress;
-  if (Progress::wanted()) progress.emplace(view);
-  try {
-    bridge.run();
-  } catch (const std::exception&) {
-    // Still say what was done (an outage past --until-idle ends the run with its error, exit 1).
-    give_up.finished();
-    progress.reset();
-    log(consume_summary(bridge.counters()));
-    throw;
-  }
-  give_up.finished();
-  progress.reset();
-  log(consume_summary(bridge.counters()) + (watcher.received() ? " after signal" : ""));
-  return kExitOk;
+  if (auto e = limits::backoff_order_error(a.backoff_base_ms, a.backoff_max_ms, "--backoff-base-ms",
+                                           "--backoff-max-ms");
+      !e.empty())
+    throw ConfigError(e);
+  if (a.group.empty()) throw ConfigError("--group must not be empty");
+  PipelineHost host(PipelineHost::Options{});
+  ConsumeConfig config;
+  config.name = a.group;
+  config.args = a;
+  host.open_and_start({config});
+  return host.run();
 }
 
 }  // namespace
@@ -128,14 +92,9 @@ int run_consume(const ConsumeArgs& a, const std::string& log_format) {
 ConsumeBridge::ConsumeBridge(const ConsumeArgs& a, std::function<void(const std::string&)> on_error,
                              PipelineMetrics* metrics)
     : args_(a) {
-  if (auto e = limits::backoff_order_error(a.backoff_base_ms, a.backoff_max_ms, "--backoff-base-ms",
-                                           "--backoff-max-ms");
-      !e.empty())
-    throw ConfigError(e);
-  if (a.group.empty()) throw ConfigError("--group must not be empty");
-  // Every URL is checked before anything is opened or written.
-  validate_checkpoint_store_url(a.checkpoint);
-  source_ = open_source(a.from);  // validates; opens nothing until the first read
+  // The sink's and checkpoint store's URLs were checked before anything is opened (the pipeline
+  // host, check_pipeline_urls); the log's is read here and opens nothing until the first read.
+  source_ = open_source(a.from);
   SinkOptions sink_options;
   sink_options.backoff_max = Duration(a.backoff_max_ms);
   sink_ = open_sink(a.sink, sink_options);

@@ -1,7 +1,7 @@
 #pragma once
 // One consume bridge (log -> sink, with the group's checkpoint, inbox and dead letters in a
-// checkpoint store): what `outpost consume` runs, and what the daemon runs for each [[consume]]
-// table (run.cpp). Built only with outpost_consume (OUTPOST_HAVE_CONSUME).
+// checkpoint store): what the pipeline host (pipeline_host.h) runs for `outpost consume` and for
+// each [[consume]] table of `outpost run`. Built only with outpost_consume (OUTPOST_HAVE_CONSUME).
 //
 // Thread safety: run() on one thread; stop(), counters() and status() from any thread.
 
@@ -21,8 +21,9 @@ namespace outpost::cli {
 
 class ConsumeBridge final : public ConsumerProbe {
  public:
-  // Checks every URL and option before anything is opened or written (ConfigError), then opens
-  // the source, the sink and the checkpoint store (ConnectionError when unreachable).
+  // Opens the source (which checks its URL and connects nothing yet), the sink and the
+  // checkpoint store (ConnectionError when unreachable); the pipeline host has checked the other
+  // URLs (check_pipeline_urls) and the options before.
   // `on_error` gets the errors the consumer survives and failed delivery attempts (must not
   // throw). With `metrics`, sink calls and source reads are measured into it (the daemon's
   // /metrics and /readyz); it must outlive the bridge.

@@ -237,24 +237,6 @@ void consumer_families(Text& t, const std::vector<ConsumerScrape>& cs) {
            "1 if the last checkpoint store query succeeded.", up);
 }
 
-// The single pipeline of `outpost relay --metrics`.
-class SingleRelay final : public PipelineSource {
- public:
-  SingleRelay(const Relay& relay, Store& store) : relay_(relay), store_(store) {}
-  std::vector<PipelineView> pipelines() override {
-    PipelineView v;
-    v.name = "relay";
-    v.relay = &relay_;
-    v.store = &store_;
-    return {v};
-  }
-  bool shutting_down() const override { return false; }
-
- private:
-  const Relay& relay_;
-  Store& store_;
-};
-
 }  // namespace
 
 std::string metrics_text(const std::vector<PipelineView>& pipelines) {
@@ -396,21 +378,10 @@ bool host_allowed(const std::string& host_header, const std::string& listen_host
 }
 
 struct MetricsServer::Impl {
-  std::unique_ptr<PipelineSource> owned;
   httplib::Server server;
   std::thread thread;
   int port = 0;
 };
-
-std::unique_ptr<PipelineSource> single_relay(const Relay& relay, Store& store) {
-  return std::make_unique<SingleRelay>(relay, store);
-}
-
-MetricsServer::MetricsServer(const std::string& addr, const Relay& relay, Store& store)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->owned = single_relay(relay, store);
-  start(addr, *impl_->owned, "--metrics");
-}
 
 MetricsServer::MetricsServer(const std::string& addr, PipelineSource& source,
                              const std::string& flag)

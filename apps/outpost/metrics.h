@@ -68,7 +68,8 @@ struct PipelineView {
   std::shared_ptr<const void> keepalive;
 };
 
-// What the server reads; implemented by the daemon and by `outpost relay`.
+// What the server reads; implemented by the pipeline host (pipeline_host.h) of `outpost run`,
+// `outpost relay` and `outpost consume`.
 class PipelineSource {
  public:
   virtual ~PipelineSource() = default;
@@ -80,18 +81,12 @@ class PipelineSource {
   virtual std::vector<std::string> allowed_hosts() const { return {}; }
 };
 
-// The one pipeline of `outpost relay`, named "relay" (no histograms); `relay` and `store` must
-// outlive it.
-std::unique_ptr<PipelineSource> single_relay(const Relay& relay, Store& store);
-
 class MetricsServer {
  public:
   // `addr` is HOST:PORT (port 0 picks a free one). Throws ConfigError for a malformed address
   // (naming `flag`) and Error(connection) when it cannot bind. `source` must outlive the server.
   MetricsServer(const std::string& addr, PipelineSource& source,
                 const std::string& flag = "--metrics");
-  // `outpost relay`: one pipeline named "relay"; `relay` and `store` must outlive the server.
-  MetricsServer(const std::string& addr, const Relay& relay, Store& store);
   ~MetricsServer();  // stops serving and joins
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

@@ -1,6 +1,10 @@
 #include "pipeline_options.h"
 
+#include "outpost/error.h"
 #include "outpost/factory.h"
+#ifdef OUTPOST_HAVE_CONSUME
+#include "outpost/consumer.h"
+#endif
 
 namespace outpost::cli {
 
@@ -34,12 +38,42 @@ std::unique_ptr<Store> open_relay_store(const PipelineConfig& c) {
 }
 
 RelayEnds open_relay_ends(const PipelineConfig& c) {
-  check_store_url(c.store);
-  check_sink_url(c.sink);
+  if (auto problem = check_pipeline_urls(c)) throw ConfigError(problem->what);
   RelayEnds ends;
   ends.sink = open_sink(c.sink, sink_options(c));
   ends.store = open_relay_store(c);
   return ends;
+}
+
+std::optional<UrlProblem> check_pipeline_urls(const PipelineConfig& relay) {
+  // Sink first, store last: the order they open in.
+  try {
+    check_sink_url(relay.sink);
+  } catch (const ConfigError& e) {
+    return UrlProblem{"sink", e.what()};
+  }
+  try {
+    check_store_url(relay.store);
+  } catch (const ConfigError& e) {
+    return UrlProblem{"store", e.what()};
+  }
+  return std::nullopt;
+}
+
+std::optional<UrlProblem> check_pipeline_urls(const ConsumeArgs& consume) {
+  try {
+    check_sink_url(consume.sink);
+  } catch (const ConfigError& e) {
+    return UrlProblem{"sink", e.what()};
+  }
+#ifdef OUTPOST_HAVE_CONSUME
+  try {
+    validate_checkpoint_store_url(consume.checkpoint);  // the URL only: nothing is opened
+  } catch (const ConfigError& e) {
+    return UrlProblem{"checkpoint", e.what()};
+  }
+#endif
+  return std::nullopt;
 }
 
 }  // namespace outpost::cli

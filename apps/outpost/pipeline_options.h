@@ -3,6 +3,8 @@
 // into the relay's and the sink's options, the same way for both.
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "config.h"
 #include "outpost/relay.h"
@@ -31,5 +33,16 @@ struct RelayEnds {
   std::unique_ptr<Store> store;
 };
 RelayEnds open_relay_ends(const PipelineConfig& c);
+
+// The parse-only checks of one pipeline's URLs: the same for `outpost relay` / `outpost consume`
+// (flags), for every [[relay]] / [[consume]] of `outpost run` and for `outpost check` (config.cpp
+// names the key's line). Nothing is opened or created. Empty when every URL passes, else the key
+// ("sink", "store", "checkpoint") and the message.
+struct UrlProblem {
+  std::string key;
+  std::string what;
+};
+std::optional<UrlProblem> check_pipeline_urls(const PipelineConfig& relay);
+std::optional<UrlProblem> check_pipeline_urls(const ConsumeArgs& consume);
 
 }  // namespace outpost::cli

@@ -9,20 +9,15 @@
 // the end. Logs as the daemon does (log.h): text or JSON lines, and on a terminal a progress line
 // (delivered/s, backlog, oldest pending age, dead) every 10 s.
 
-#include <signal.h>
-
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "cli.h"
+#include "listen_address.h"
 #include "log.h"
-#include "metrics.h"
 #include "outpost/error.h"
-#include "outpost/factory.h"
-#include "outpost/relay.h"
+#include "pipeline_host.h"
 #include "pipeline_limits.h"
-#include "pipeline_options.h"
 
 namespace outpost::cli {
 namespace {
@@ -32,81 +27,26 @@ struct RelayArgs : PipelineConfig {
   std::string metrics;
 };
 
-int run_relay(const RelayArgs& a, const std::string& log_format) {
+// The pipeline host (pipeline_host.h) with one [[relay]] pipeline named "relay", from flags.
+int run_relay(RelayArgs a, const std::string& log_format) {
   set_log_format("outpost relay", log_format);
   if (auto e = limits::backoff_order_error(a.backoff_base_ms, a.backoff_max_ms, "--backoff-base-ms",
                                            "--backoff-max-ms");
       !e.empty())
     throw ConfigError(e);
   // Usage errors before anything is opened: a bad flag or URL must leave no SQLite file or
-  // PostgreSQL table behind. Both URLs are checked without opening anything, then the sink opens
-  // and the store last (open_relay_ends, shared with every [[relay]] of `outpost run`).
+  // PostgreSQL table behind (the host checks both URLs, then opens the sink and the store last).
   if (!a.metrics.empty()) resolve_listen_address(a.metrics, "--metrics");
-  auto [sink, store] = open_relay_ends(a);
-
-  RelayOptions options = relay_options(a);
-  options.on_error = error_log("", a.quiet);
-  // A sink's outage is two lines however long it lasts: always logged, even with --quiet.
-  options.on_sink_state = [](const std::string& m, bool down) {
-    log(m, {}, down ? spdlog::level::warn : spdlog::level::info);
+  PipelineHost::Options options;
+  options.listen = a.metrics;
+  options.listen_name = "--metrics";
+  options.serving_line = [](const std::string& host, int port) {
+    return "metrics on http://" + host + ":" + std::to_string(port) + "/metrics";
   };
-
-  Relay relay(*store, *sink, options);
-  auto view = single_relay(relay, *store);
-  std::optional<MetricsServer> metrics;
-  if (!a.metrics.empty()) {
-    metrics.emplace(a.metrics, *view);
-    log("metrics on http://" + a.metrics.substr(0, a.metrics.rfind(':')) + ":" +
-        std::to_string(metrics->port()) + "/metrics");
-  }
-  auto summary_line = [&relay](bool signalled) {
-    auto c = relay.counters();
-    return "delivered " + std::to_string(c.delivered) + ", failed " + std::to_string(c.failed) +
-           ", dead " + std::to_string(c.dead) + " (batches " + std::to_string(c.batches) +
-           ", released " + std::to_string(c.released) + ", unavailable " +
-           std::to_string(c.unavailable) + ", sink outages " + std::to_string(c.sink_outages) +
-           ", lease lost " + std::to_string(c.lease_lost) + ", store errors " +
-           std::to_string(c.store_errors) + ")" + (signalled ? " after signal" : "");
-  };
-  // The first stop signal drains (deliveries in flight get up to one timeout), a second one gives
-  // them up at once; either way every event not confirmed is released. After the second one the
-  // process ends within GiveUpDeadline::kGrace even if a store call hangs.
-  GiveUpDeadline give_up;
-  StopSignalWatcher watcher([&](int signal, int count) {
-    const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
-    if (count == 1) {
-      log(std::string(name) +
-          ": stopping (deliveries in flight get up to one timeout; a second signal gives them up "
-          "at once)");
-      relay.stop();
-    } else {
-      log(std::string(name) + " again: giving up deliveries in flight");
-      relay.abort();
-      give_up.give_up_after(GiveUpDeadline::kGrace, [&] {
-        log("the store or sink did not return within " +
-            std::to_string(GiveUpDeadline::kGrace.count()) +
-            " ms: exiting without waiting (events still leased are delivered again after their "
-            "lease)");
-        log(summary_line(true));
-      });
-    }
-  });
-  std::optional<Progress> progress;
-  if (Progress::wanted()) progress.emplace(*view);
-  auto summary = [&] {
-    give_up.finished();
-    progress.reset();
-    metrics.reset();
-    log(summary_line(watcher.received() != 0));
-  };
-  try {
-    relay.run();
-  } catch (...) {  // the sink is closed for good (e.g. file:- into a closed pipe): exit 1
-    summary();
-    throw;
-  }
-  summary();
-  return kExitOk;
+  PipelineHost host(options);
+  a.name = "relay";
+  host.open_and_start({PipelineConfig(a)});
+  return host.run();
 }
 
 }  // namespace

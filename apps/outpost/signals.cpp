@@ -1,4 +1,5 @@
-// The process's signal policy (cli.h). SIGPIPE is ignored everywhere. SIGINT/SIGTERM: blocked
+// The process's signal policy (cli.h). SIGPIPE is ignored everywhere. SIGHUP is the daemon's
+// reload (PipelineHost blocks it and takes it on a watcher thread). SIGINT/SIGTERM: blocked
 // first thing in main(), so every thread inherits the mask and a
 // signal that arrives before a command is ready stays pending instead of killing the process;
 // commands that handle them take them on one thread with sigwait(), the others unblock them.
@@ -63,6 +64,32 @@ StopSignalWatcher::~StopSignalWatcher() {
   pthread_kill(impl_->thread.native_handle(), SIGTERM);
   impl_->thread.join();
   delete impl_;
+}
+
+void block_hangup() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+HangupWatcher::HangupWatcher(std::function<void()> on_hangup) {
+  thread_ = std::thread([this, on_hangup = std::move(on_hangup)] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set, &sig) != 0 || quit_.load()) return;
+      on_hangup();
+    }
+  });
+}
+
+HangupWatcher::~HangupWatcher() {
+  quit_.store(true);
+  pthread_kill(thread_.native_handle(), SIGHUP);
+  thread_.join();
 }
 
 void GiveUpDeadline::give_up_after(std::chrono::milliseconds grace,

@@ -302,19 +302,22 @@ TEST_F(CliTest, RelayServesMetricsAndDrainsOnSigterm) {
     ASSERT_TRUE(res) << "GET /metrics failed";
     ASSERT_EQ(res->status, 200);
     body = res->body;
-    if (body.find("outpost_relay_delivered_total{pipeline=\"relay\",store=\"sqlite\"} 20\n") !=
-        std::string::npos)
+    if (body.find("outpost_relay_delivered_total{pipeline=\"relay\",store=\"sqlite\",sink=\"file\"}"
+                  " 20\n") != std::string::npos)
       break;
     std::this_thread::sleep_for(10ms);
   }
-  EXPECT_NE(body.find("outpost_relay_delivered_total{pipeline=\"relay\",store=\"sqlite\"} 20\n"),
-            std::string::npos)
+  EXPECT_NE(
+      body.find(
+          "outpost_relay_delivered_total{pipeline=\"relay\",store=\"sqlite\",sink=\"file\"} 20\n"),
+      std::string::npos)
       << body;
   EXPECT_NE(body.find("# TYPE outpost_relay_delivered_total counter"), std::string::npos);
-  EXPECT_NE(body.find("outpost_store_pending{pipeline=\"relay\",store=\"sqlite\"} 0\n"),
-            std::string::npos)
+  EXPECT_NE(
+      body.find("outpost_store_pending{pipeline=\"relay\",store=\"sqlite\",sink=\"file\"} 0\n"),
+      std::string::npos)
       << body;
-  EXPECT_NE(body.find("outpost_store_dead{pipeline=\"relay\",store=\"sqlite\"} 0\n"),
+  EXPECT_NE(body.find("outpost_store_dead{pipeline=\"relay\",store=\"sqlite\",sink=\"file\"} 0\n"),
             std::string::npos)
       << body;
   auto health = client.Get("/healthz");

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "cli_process.h"
 #include "refusing_webhook.h"
@@ -273,6 +274,85 @@ TEST_F(DaemonTest, CheckRefusesAFileThatIsNotUtf8NamingTheLine) {
 
 // --log-format json: every line on stderr is one JSON object with ts, level and msg; a pipeline
 // with until_empty ends by itself and the daemon with it. Payloads are never logged.
+// The label set of every relay sample, values left out: "name{key,key}" per line.
+std::set<std::string> relay_label_sets(const std::string& metrics) {
+  std::set<std::string> out;
+  std::istringstream in(metrics);
+  std::string line;
+  const std::regex key(R"re(([a-z_]+)="(?:[^"\\]|\\.)*")re");
+  while (std::getline(in, line)) {
+    if (line.rfind("outpost_", 0) != 0) continue;
+    auto brace = line.find('{');
+    if (brace == std::string::npos) continue;
+    std::string keys = line.substr(0, brace) + "{";
+    const std::string labels = line.substr(brace, line.rfind('}') - brace);
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), key);
+         it != std::sregex_iterator(); ++it)
+      keys += (*it)[1].str() + ",";
+    out.insert(keys + "}");
+  }
+  return out;
+}
+
+// /metrics of the server at `port` once `until` is in it.
+std::string metrics_when(int port, const std::string& until) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(5, 0);
+  std::string body;
+  for (int i = 0; i < 3000; ++i) {
+    auto res = client.Get("/metrics");
+    if (res && res->status == 200) {
+      body = res->body;
+      if (body.find(until) != std::string::npos) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return body;
+}
+
+// Issue 18, defect 8: `outpost relay --metrics` and a [[relay]] of `outpost run` are the same
+// pipeline host, so their /metrics carry the same families with the same labels (pipeline,
+// store, sink) and the relay's the latency histograms too.
+TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
+  emit(dir_ / "a.db", 3);
+  emit(dir_ / "b.db", 3);
+  auto relay_log = dir_ / "relay.log";
+  CliProcess relay({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink",
+                    "file:" + dir_ / "a.jsonl", "--metrics", "127.0.0.1:0"},
+                   relay_log);
+  std::smatch m;
+  std::string text = wait_log(relay_log, "/metrics");
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+))")))
+      << text;
+  const std::string from_relay =
+      metrics_when(std::stoi(m[1]), "outpost_relay_delivered_total{pipeline=\"relay\"");
+
+  auto file = dir_ / "outpost.toml";
+  write_file(file,
+             "[http]\nlisten = \"127.0.0.1:0\"\n[[relay]]\nname = \"relay\"\nstore = \"sqlite:" +
+                 dir_ / "b.db" + "\"\nsink = \"file:" + dir_ / "b.jsonl" + "\"\n");
+  auto run_log = dir_ / "run.log";
+  CliProcess daemon({"run", "--config", file}, run_log);
+  int port = port_from(run_log);
+  ASSERT_GT(port, 0) << read_file(run_log);
+  const std::string from_run =
+      metrics_when(port, "outpost_relay_delivered_total{pipeline=\"relay\"");
+
+  const auto relay_sets = relay_label_sets(from_relay);
+  const auto run_sets = relay_label_sets(from_run);
+  EXPECT_FALSE(run_sets.empty()) << from_run;
+  EXPECT_EQ(relay_sets, run_sets) << "relay:\n" << from_relay << "\nrun:\n" << from_run;
+  EXPECT_NE(
+      from_relay.find("outpost_relay_deliver_seconds_bucket{pipeline=\"relay\",store=\"sqlite\","
+                      "sink=\"file\",le=\""),
+      std::string::npos)
+      << from_relay;
+  relay.signal(SIGTERM);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(relay.wait(30s), 0) << read_file(relay_log);
+  EXPECT_EQ(daemon.wait(30s), 0) << read_file(run_log);
+}
+
 TEST_F(DaemonTest, JsonLogsAreOneObjectPerLineAndUntilEmptyPipelinesEnd) {
   auto db = dir_ / "j.db";
   auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--payload",
