@@ -5,6 +5,7 @@
 //   JSON lines outpost events --store URL blocked [--limit N]     failing key heads, JSON lines
 //   outpost events --store URL leased [--limit N]      events under a live lease, JSON lines
 //   outpost events --store URL show ID                 one event in any state, JSON
+//   outpost events --store URL archive [--limit N]     archived events, newest first, JSON
 //   outpost events --store URL retry ID...|--all|FILTERS [--verbose]    dead -> pending
 //   outpost events --store URL discard ID...|--all|FILTERS [--verbose]  dead -> deleted
 // FILTERS: --type T (exact) --key K (substring) --error TEXT (substring of the last error)
@@ -61,6 +62,7 @@ struct EventsArgs {
   std::size_t list_limit = 100;
   std::size_t dead_limit = 100;
   std::size_t inspect_limit = 100;
+  std::size_t archive_limit = 100;
   FilterArgs filter;
   bool newest_first = false;
   bool verbose = false;
@@ -278,6 +280,12 @@ Runner add_events_command(CLI::App& root) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
   add_dead_letter_filter_options(dead, a->filter, true);
   dead->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
+  // Issue 20 item 6: the archive (stores opened with archive=1), newest first.
+  auto* archive = sub->add_subcommand(
+      "archive", "Archived (acked) events, most recently archived first, JSON lines + archived_at");
+  archive->add_option("--limit", a->archive_limit, "At most N events")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
   auto* blocked = sub->add_subcommand(
       "blocked", "Keys whose head event failed (ordered mode: the key waits), JSON lines");
   auto* leased = sub->add_subcommand("leased", "Events under a live lease, JSON lines");
@@ -303,7 +311,7 @@ Runner add_events_command(CLI::App& root) {
   discard->add_flag("--verbose", a->verbose,
                     "Print each id discarded, one per line, before the count");
 
-  return [a, stats, list, dead, blocked, leased, show, retry, discard] {
+  return [a, stats, list, dead, archive, blocked, leased, show, retry, discard] {
     // Usage errors (the operation's arguments, the store URL) before touching the store.
     if (retry->parsed())
       check_operation("retry", a->retry_ids, a->retry_all, a->filter, a->verbose);
@@ -334,6 +342,12 @@ Runner add_events_command(CLI::App& root) {
       return print_events<DeadEvent>(
           f, a->newest_first, a->dead_limit, [&](std::size_t n) { return store->dead(n); }, "dead",
           "dead letters");
+    if (archive->parsed()) {
+      std::string out;
+      for (const auto& e : store->archived(a->archive_limit)) out += to_json(e) + "\n";
+      std::cout << out;
+      return kExitOk;
+    }
     if (blocked->parsed() || leased->parsed()) {
       TimePoint at = now();
       std::string out;

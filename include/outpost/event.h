@@ -113,6 +113,11 @@ struct DeadEvent : StoredEvent {
   TimePoint dead_at;
 };
 
+// An acked event kept in the archive (StoreOptions::archive), as Store::archived reads it.
+struct ArchivedEvent : StoredEvent {
+  TimePoint archived_at;  // when it was acked (the store's clock)
+};
+
 // ---- Trace context and the causal chain (docs/sinks.md, "Trace context") ----
 
 // Empty when the event's trace context headers are well formed; else what is wrong, naming the

@@ -29,8 +29,9 @@
 namespace outpost {
 
 std::string to_json(const StoredEvent& event);
-std::string to_json(const Event& event);      // attempts omitted
-std::string to_json(const DeadEvent& event);  // plus "dead_at" and "last_error"
+std::string to_json(const Event& event);          // attempts omitted
+std::string to_json(const DeadEvent& event);      // plus "dead_at" and "last_error"
+std::string to_json(const ArchivedEvent& event);  // plus "archived_at"
 
 // to_json(event) appended to `out`, without building temporaries (the file sink's hot path).
 void append_json(std::string& out, const StoredEvent& event);

@@ -189,6 +189,11 @@ class Store {
   // Dead letters, oldest first.
   virtual std::vector<DeadEvent> dead(std::size_t limit) = 0;
 
+  // The archive (acked events kept with StoreOptions::archive), most recently archived first, at
+  // most `limit`. The default, for a store that keeps no archive it can read, throws
+  // Error(not_found) saying so; SQLite and Redis read theirs.
+  virtual std::vector<ArchivedEvent> archived(std::size_t limit);
+
   // Dead -> pending with attempts = 0 and crashes = 0. Returns how many dead events were found.
   virtual std::size_t retry(std::span<const EventId> ids) = 0;
   virtual std::size_t retry_all() = 0;

@@ -148,7 +148,8 @@ void line_breaks_to_spaces(std::string& s, std::size_t from = 0) {
     if (s[i] == '\n' || s[i] == '\r') s[i] = ' ';
 }
 
-void append_event(std::string& out, const Event& e, const int* attempts, const DeadEvent* dead) {
+void append_event(std::string& out, const Event& e, const int* attempts, const DeadEvent* dead,
+                  const TimePoint* archived_at = nullptr) {
   const PayloadForm form = payload_form(e);
   // A JSON string value with no content_type would read back as text: say it is JSON.
   bool mark_json = false;
@@ -158,6 +159,11 @@ void append_event(std::string& out, const Event& e, const int* attempts, const D
     mark_json = first < e.payload.size() && e.payload[first] == '"';
   }
   out += '{';
+  if (archived_at) {
+    out += "\"archived_at\":\"";
+    out += format_rfc3339(*archived_at);
+    out += "\",";
+  }
   if (attempts) {
     out += "\"attempts\":";
     out += std::to_string(*attempts);
@@ -289,6 +295,12 @@ std::string to_json(const StoredEvent& event) {
   return out;
 }
 
+std::string to_json(const ArchivedEvent& event) {
+  std::string out;
+  append_event(out, event, &event.attempts, nullptr, &event.archived_at);
+  return out;
+}
+
 std::string to_json(const DeadEvent& event) {
   std::string out;
   append_event(out, event, &event.attempts, &event);
@@ -310,10 +322,10 @@ struct Field {
   bool read;
 };
 constexpr Field kFields[] = {
-    {"attempts", false},   {"dead_at", false}, {"headers", true},
-    {"id", true},          {"key", true},      {"last_error", false},
-    {"occurred_at", true}, {"payload", true},  {"payload_base64", true},
-    {"type", true},
+    {"archived_at", false},   {"attempts", false},   {"dead_at", false},
+    {"headers", true},        {"id", true},          {"key", true},
+    {"last_error", false},    {"occurred_at", true}, {"payload", true},
+    {"payload_base64", true}, {"type", true},
 };
 
 // Optimal string alignment distance, ASCII case ignored: edits, and a swap of two neighbours

@@ -2,6 +2,10 @@
 
 #include "outpost/store.h"
 
+#include <string>
+
+#include "outpost/error.h"
+
 namespace outpost {
 
 ClaimedBatch Store::settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
@@ -12,6 +16,12 @@ ClaimedBatch Store::settle_and_claim(const ClaimedBatch& done, const Settlement&
   if (!settlement.nacks.empty()) counts.nacked = nack(done, settlement.nacks);
   if (!settlement.releases.empty()) counts.released = release(done, settlement.releases);
   return claim(max, lease, order);
+}
+
+std::vector<ArchivedEvent> Store::archived(std::size_t) {
+  throw Error(ErrorCode::not_found, std::string(backend()),
+              "the " + std::string(backend()) +
+                  " store of this build cannot read an archive (docs/cli.md, events archive)");
 }
 
 }  // namespace outpost

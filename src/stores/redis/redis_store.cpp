@@ -285,6 +285,38 @@ class RedisStore final : public Store {
 
   std::vector<DeadEvent> dead(std::size_t limit) override { return read_list("dead", limit); }
 
+  // Two plain reads (the archive's zset, then the bodies): an event that retention removed in
+  // between is left out.
+  std::vector<ArchivedEvent> archived(std::size_t limit) override {
+    std::vector<ArchivedEvent> out;
+    if (limit == 0) return out;
+    const std::string zset = base_ + "v3:archive", bodies = base_ + "v3:archived";
+    const std::string last = std::to_string(std::min<std::size_t>(limit, 1'000'000'000) - 1);
+    Reply r = client_.command({"ZREVRANGE", zset, "0", last, "WITHSCORES"});
+    if (r->type == REDIS_REPLY_ERROR)
+      throw Error(ErrorCode::backend, "redis", "reading " + zset + ": " + str(r.get()));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return out;
+    std::vector<std::string> ids;
+    std::vector<std::string_view> args{"HMGET", bodies};
+    for (std::size_t i = 0; i + 1 < r->elements; i += 2) ids.push_back(str(r->element[i]));
+    for (const auto& id : ids) args.push_back(id);
+    Reply b = client_.command(args);
+    if (b->type != REDIS_REPLY_ARRAY || b->elements != ids.size())
+      throw Error(ErrorCode::backend, "redis", "reading " + bodies + ": unexpected reply");
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const redisReply* body = b->element[i];
+      ArchivedEvent e;
+      auto id = EventId::parse(ids[i]);
+      if (!id || !body || body->type != REDIS_REPLY_STRING ||
+          !unpack_body(std::string_view(body->str, body->len), e))
+        continue;
+      e.id = *id;
+      e.archived_at = TimePoint(std::chrono::milliseconds(to_int(str(r->element[2 * i + 1]))));
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+
   std::vector<EventState> blocked(std::size_t limit) override { return inspect("blocked", limit); }
   std::vector<EventState> leased(std::size_t limit) override { return inspect("leased", limit); }
 
@@ -575,8 +607,11 @@ class RedisStore final : public Store {
 
 std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions& options) {
   auto c = redis_store::parse_store_url(url);
+  StoreOptions o = options;
+  if (c.archive) o.archive = *c.archive;
+  if (c.archive_retention) o.archive_retention = *c.archive_retention;
   return std::make_unique<redis_store::RedisStore>(std::move(c.client), std::move(c.prefix),
-                                                   c.writer_lease, options);
+                                                   c.writer_lease, o);
 }
 
 }  // namespace outpost

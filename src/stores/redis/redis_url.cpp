@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "core/duration.h"
 #include "core/url.h"
 #include "outpost/error.h"
 
@@ -79,6 +80,9 @@ StoreConfig parse_store_url(std::string_view url) {
   c.writer_lease = kDefaultWriterLease;
   if (auto ms = u.int_param("writer_lease_ms", 100, 3'600'000)) c.writer_lease = Duration(*ms);
   if (!writer_lease) c.writer_lease = Duration(0);
+  c.archive = u.bool_param("archive");
+  if (auto v = u.param("archive_retention"))
+    c.archive_retention = core::parse_duration(*v, "parameter 'archive_retention'");
   u.reject_unknown();
   co.slot_key = "{" + c.prefix + "}";
   return c;

@@ -4,6 +4,7 @@
 //   redis-sentinel://[:password@]host:port[,host:port...]/MASTER?prefix=...   sentinels
 // Every bad part is a ConfigError naming it, before anything is connected.
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,9 @@ struct StoreConfig {
   ClientOptions client;
   std::string prefix;       // without braces
   Duration writer_lease{};  // 0: no writer lease (writer_lease=false)
+  // archive=1 and archive_retention=DURATION (as PostgreSQL's): they override StoreOptions.
+  std::optional<bool> archive;
+  std::optional<Duration> archive_retention;
 };
 
 StoreConfig parse_store_url(std::string_view url);

@@ -68,6 +68,9 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   count_archive = "SELECT count(*) FROM " + t + "_archive";
   list = "SELECT " + full + ", " + (crashes ? "s.crashes" : "0") + " FROM " + joined +
          " ORDER BY s.seq LIMIT ?1";
+  // Store::archived: most recently acked first (acked_at in ms, as now).
+  list_archive = "SELECT " + std::string(kEventColumns) + ", acked_at FROM " + t +
+                 "_archive ORDER BY acked_at DESC, seq DESC LIMIT ?1";
   list_dead = "SELECT " + std::string(kEventColumns) + ", last_error, dead_at, " + crashes_col +
               " FROM " + t + "_dead ORDER BY seq LIMIT ?1";
   std::string revive = "INSERT OR IGNORE INTO " + t +

@@ -263,6 +263,20 @@ class SqliteStore final : public Store {
     return read([&](Conn& c) { return read_states(c, inspect_.leased, limit); });
   }
 
+  std::vector<ArchivedEvent> archived(std::size_t limit) override {
+    return read([&](Conn& c) {
+      std::vector<ArchivedEvent> out;
+      Use s(c.prepare(sql_.list_archive));
+      sqlite3_bind_int64(s, 1, static_cast<sqlite3_int64>(std::min<std::size_t>(limit, 1 << 30)));
+      while (step_row(c.db(), s, "listing archived events")) {
+        ArchivedEvent& a = out.emplace_back();
+        read_event(s, a);
+        a.archived_at = TimePoint(std::chrono::milliseconds(sqlite3_column_int64(s, 8)));
+      }
+      return out;
+    });
+  }
+
   std::vector<DeadEvent> dead(std::size_t limit) override {
     return read([&](Conn& c) {
       std::vector<DeadEvent> out;
