@@ -17,6 +17,10 @@
 #include "log.h"
 #include "outpost/error.h"
 
+#ifndef OUTPOST_VERSION
+#define OUTPOST_VERSION "unknown"
+#endif
+
 namespace outpost::cli {
 namespace {
 
@@ -289,6 +293,9 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
   add_histogram(t, ss, "outpost_relay_batch_size", "Events per claimed (non-empty) batch.",
                 &PipelineMetrics::batch_size);
   consumer_families(t, cs);
+  // One constant sample, as Prometheus exporters do, so dashboards can join on the version.
+  t.family("outpost_build_info", "gauge", "The outpost build serving these metrics.",
+           {{"{version=\"" + escape_label(OUTPOST_VERSION) + "\"}", "1"}});
   std::string out = t.take();
   for (const auto& s : ss)
     if (!s.store_error.empty()) {

@@ -342,6 +342,10 @@ TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
   const auto run_sets = relay_label_sets(from_run);
   EXPECT_FALSE(run_sets.empty()) << from_run;
   EXPECT_EQ(relay_sets, run_sets) << "relay:\n" << from_relay << "\nrun:\n" << from_run;
+  // Issue 18 defect 8: the build's version, one constant sample, from both.
+  const std::regex build_info(R"(\noutpost_build_info\{version="[^"]+"\} 1\n)");
+  EXPECT_TRUE(std::regex_search(from_relay, build_info)) << from_relay;
+  EXPECT_TRUE(std::regex_search(from_run, build_info)) << from_run;
   EXPECT_NE(
       from_relay.find("outpost_relay_deliver_seconds_bucket{pipeline=\"relay\",store=\"sqlite\","
                       "sink=\"file\",le=\""),
