@@ -2,6 +2,7 @@
 // events.cpp, bench.cpp); this file wires them up and maps errors to exit codes:
 // 0 ok, 2 usage/config error (the message names the flag or URL part), 1 runtime failure.
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "cli.h"
 #include "outpost/error.h"
@@ -72,6 +74,22 @@ void require_decimal_integers(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) require_decimal_integers(*sub);
 }
 
+// Levenshtein distance, for "did you mean" on a misspelt flag.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 // The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
 bool handles_stop_signals(const std::string& command) {
   return command == "relay" || command == "consume" || command == "demo" || command == "run";
@@ -118,20 +136,35 @@ int main(int argc, char** argv) {
     std::ostringstream out, err;
     int rc = app.exit(e, out, err);
     std::cout << redact(out.str());
-    std::cerr << redact(err.str());
-    if (rc != 0) {
-      // CLI11 says "A subcommand is required" for a misspelt command: name what was not
-      // understood.
-      std::vector<std::string> extra = app.remaining();
-      for (auto* sub : app.get_subcommands({}))
-        for (auto& r : sub->remaining()) extra.push_back(r);
-      if (!extra.empty()) {
-        std::string text = "outpost: not understood:";
-        for (const auto& x : extra) text += " '" + x + "'";
-        std::cerr << redact(text) << "\n";
-      }
+    // CLI11 says "A subcommand is required" for a misspelt command and "--store is required"
+    // for a misspelt flag: what was not understood is the error, one block with the documented
+    // prefix (docs/cli.md) and the nearest flag of the command.
+    std::vector<std::string> extra = app.remaining();
+    CLI::App* command = &app;
+    for (auto* sub : app.get_subcommands({})) {
+      if (sub->parsed()) command = sub;
+      for (auto& r : sub->remaining()) extra.push_back(r);
     }
-    return rc == 0 ? kExitOk : kExitUsage;
+    if (rc == 0 || extra.empty()) {
+      std::cerr << redact(err.str());
+      return rc == 0 ? kExitOk : kExitUsage;
+    }
+    std::string text = "outpost: error: not understood:";
+    for (const auto& x : extra) text += " '" + x + "'";
+    for (const auto& x : extra) {
+      if (x.rfind("--", 0) != 0) continue;
+      std::string best;
+      std::size_t best_distance = 3;  // a typo, not another flag
+      for (const CLI::Option* opt : command->get_options())
+        for (const auto& name : opt->get_lnames()) {
+          auto d = edit_distance(x.substr(2, x.find('=') - 2), name);
+          if (d < best_distance) best_distance = d, best = "--" + name;
+        }
+      if (!best.empty()) text += " (did you mean '" + best + "'?)";
+      break;
+    }
+    std::cerr << redact(text) << "\nRun with --help for more information.\n";
+    return kExitUsage;
   }
 
   try {

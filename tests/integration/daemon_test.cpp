@@ -357,6 +357,17 @@ TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
   EXPECT_EQ(daemon.wait(30s), 0) << read_file(run_log);
 }
 
+// Issue 18 defect 8: a misspelt flag is one error block with the documented prefix and the
+// flag it probably meant, exit 2.
+TEST_F(DaemonTest, AMisspeltFlagIsOneErrorNamingTheFlagItProbablyMeans) {
+  auto r = run_cli({"relay", "--sotre", "x", "--sink", "file:-"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("outpost: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("'--sotre'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean '--store'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("is required"), std::string::npos) << r.err;
+}
+
 TEST_F(DaemonTest, JsonLogsAreOneObjectPerLineAndUntilEmptyPipelinesEnd) {
   auto db = dir_ / "j.db";
   auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--payload",
