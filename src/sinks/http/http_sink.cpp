@@ -288,11 +288,25 @@ class HttpSink final : public Sink {
     std::size_t in_flight = 0;
     while (!ready.empty() || in_flight > 0) {
       if (control && cut_short(*control, results, ready)) return;
+      std::vector<std::size_t> started;  // prepared, not yet sent
       while (!ready.empty() && in_flight < requests_.size()) {
         std::size_t i = *ready.begin();
         ready.erase(ready.begin());
         start(events[i], i);
+        started.push_back(i);
         ++in_flight;
+      }
+      // Preparing requests takes time, and a process stopped meanwhile (SIGSTOP, a VM pause)
+      // may find its lease gone when it runs again: look at the control once more just before
+      // anything is sent, and take back what was prepared (docs/relay.md, "The lease deadline").
+      if (control && !started.empty() && !control->may_start(DeliveryControl::Clock::now())) {
+        for (auto& r : requests_)
+          if (r->busy && std::find(started.begin(), started.end(), r->index) != started.end()) {
+            curl_multi_remove_handle(multi_.get(), r->easy.get());
+            r->busy = false;
+            --in_flight;
+          }
+        ready.clear();
       }
       int running = 0;
       CURLMcode mc = curl_multi_perform(multi_.get(), &running);
