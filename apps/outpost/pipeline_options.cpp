@@ -2,9 +2,6 @@
 
 #include "outpost/error.h"
 #include "outpost/factory.h"
-#ifdef OUTPOST_HAVE_CONSUME
-#include "outpost/consumer.h"
-#endif
 
 namespace outpost::cli {
 
@@ -43,37 +40,6 @@ RelayEnds open_relay_ends(const PipelineConfig& c) {
   ends.sink = open_sink(c.sink, sink_options(c));
   ends.store = open_relay_store(c);
   return ends;
-}
-
-std::optional<UrlProblem> check_pipeline_urls(const PipelineConfig& relay) {
-  // Sink first, store last: the order they open in.
-  try {
-    check_sink_url(relay.sink);
-  } catch (const ConfigError& e) {
-    return UrlProblem{"sink", e.what()};
-  }
-  try {
-    check_store_url(relay.store);
-  } catch (const ConfigError& e) {
-    return UrlProblem{"store", e.what()};
-  }
-  return std::nullopt;
-}
-
-std::optional<UrlProblem> check_pipeline_urls(const ConsumeArgs& consume) {
-  try {
-    check_sink_url(consume.sink);
-  } catch (const ConfigError& e) {
-    return UrlProblem{"sink", e.what()};
-  }
-#ifdef OUTPOST_HAVE_CONSUME
-  try {
-    validate_checkpoint_store_url(consume.checkpoint);  // the URL only: nothing is opened
-  } catch (const ConfigError& e) {
-    return UrlProblem{"checkpoint", e.what()};
-  }
-#endif
-  return std::nullopt;
 }
 
 }  // namespace outpost::cli
