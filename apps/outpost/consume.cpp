@@ -23,6 +23,7 @@
 #include "outpost/consumer.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
+#include "outpost/source_wrapper.h"
 #include "pipeline_host.h"
 #include "pipeline_limits.h"
 
@@ -31,42 +32,17 @@ namespace {
 
 // The source as the daemon measures it: every read marks the loop alive (/readyz loop_alive),
 // also when the log has nothing new.
-class TouchingSource final : public Source {
+class TouchingSource final : public SourceWrapper {
  public:
-  TouchingSource(Source& inner, PipelineMetrics& metrics) : inner_(inner), m_(metrics) {}
-  std::string_view name() const override { return inner_.name(); }
-  std::string url() const override { return inner_.url(); }
-  bool same_log(const std::string& stored_url) const override {
-    return inner_.same_log(stored_url);
-  }
-  void set_notice(std::function<void(const std::string&, bool)> notice) override {
-    inner_.set_notice(std::move(notice));
-  }
-  void seek(const std::string& position) override { inner_.seek(position); }
+  TouchingSource(Source& inner, PipelineMetrics& metrics) : SourceWrapper(inner), m_(metrics) {}
   std::vector<Message> read(std::size_t max, Duration wait) override {
     m_.touch();
-    auto out = inner_.read(max, wait);
+    auto out = target().read(max, wait);
     m_.touch();
     return out;
   }
-  std::optional<std::int64_t> lag(const std::string& position) override {
-    return inner_.lag(position);
-  }
-  void committed(const std::string& group, const std::string& position) override {
-    inner_.committed(group, position);
-  }
-  void retire(const std::string& group) override { inner_.retire(group); }
-  bool partitioned() const override { return inner_.partitioned(); }
-  bool can_read_ahead() const override { return inner_.can_read_ahead(); }
-  std::string merge(const std::string& stored, const std::string& mine) const override {
-    return inner_.merge(stored, mine);
-  }
-  void set_checkpoint_reader(std::function<std::string()> reader) override {
-    inner_.set_checkpoint_reader(std::move(reader));
-  }
 
  private:
-  Source& inner_;
   PipelineMetrics& m_;
 };
 

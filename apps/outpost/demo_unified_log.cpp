@@ -35,6 +35,7 @@
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/relay.h"
+#include "outpost/sink_wrapper.h"
 
 namespace outpost::cli {
 namespace {
@@ -108,25 +109,27 @@ int run_consumer_process(const DemoArgs& a) {
 
 // ---- the relay's fault: whole batches sent twice ----------------------------------------------
 
-class DoubleSendingSink final : public Sink {
+class DoubleSendingSink final : public SinkWrapper {
  public:
   DoubleSendingSink(Sink& inner, double rate, std::uint64_t seed)
-      : inner_(inner), rate_(rate), rng_(seed) {}
-  std::string_view name() const override { return inner_.name(); }
+      : SinkWrapper(inner), rate_(rate), rng_(seed) {}
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
-    auto results = inner_.deliver(events);
+    auto results = target().deliver(events);
     bool all_ok = std::all_of(results.begin(), results.end(), [](auto& r) { return r.ok(); });
     if (all_ok && !events.empty() && coin_(rng_) < rate_) {
-      inner_.deliver(events);  // the retry of a batch whose confirmation was "lost"
+      target().deliver(events);  // the retry of a batch whose confirmation was "lost"
       ++double_sends;
     }
     return results;
   }
-  void close() override { inner_.close(); }
+  // The relay calls this one: through deliver() above, so the double sends happen.
+  std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
+                                              const DeliveryControl&) override {
+    return deliver(events);
+  }
   std::atomic<std::int64_t> double_sends{0};
 
  private:
-  Sink& inner_;
   double rate_;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> coin_{0.0, 1.0};

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "outpost/sink_wrapper.h"
+#include "outpost/store_wrapper.h"
+
 namespace outpost::cli {
 namespace {
 
@@ -21,57 +24,46 @@ const std::vector<double> kLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 
                                             0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 const std::vector<double> kBatchBounds = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000};
 
-class TimedStore final : public Store {
+// Overrides what it measures; StoreWrapper forwards the rest (archived() included).
+class TimedStore final : public StoreWrapper {
  public:
-  TimedStore(Store& inner, PipelineMetrics& m) : inner_(inner), m_(m) {}
-  std::string_view backend() const override { return inner_.backend(); }
-  void append(std::span<const Event> events, TxHandle tx) override { inner_.append(events, tx); }
+  TimedStore(Store& inner, PipelineMetrics& m) : StoreWrapper(inner), m_(m) {}
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
     auto start = Clock::now();
     m_.touch();
-    auto batch = inner_.claim(max, lease, order);
+    auto batch = target().claim(max, lease, order);
     m_.claim_seconds.observe(seconds_since(start));
     count(batch);
     return batch;
   }
   std::size_t ack(const ClaimedBatch& b, std::span<const EventId> ids) override {
-    return timed_settle([&] { return inner_.ack(b, ids); });
+    return timed_settle([&] { return target().ack(b, ids); });
   }
   std::size_t nack(const ClaimedBatch& b, std::span<const Nack> nacks) override {
-    return timed_settle([&] { return inner_.nack(b, nacks); });
+    return timed_settle([&] { return target().nack(b, nacks); });
   }
   std::size_t release(const ClaimedBatch& b, std::span<const EventId> ids) override {
-    return timed_settle([&] { return inner_.release(b, ids); });
+    return timed_settle([&] { return target().release(b, ids); });
   }
   bool renew(const ClaimedBatch& b, Duration lease) override {
     m_.touch();
-    return inner_.renew(b, lease);
+    return target().renew(b, lease);
   }
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& s, SettleCounts& counts,
                                 std::size_t max, Duration lease, ClaimOrder order) override {
     auto start = Clock::now();
     m_.touch();
-    auto batch = inner_.settle_and_claim(done, s, counts, max, lease, order);
+    auto batch = target().settle_and_claim(done, s, counts, max, lease, order);
     m_.touch();
     m_.settle_seconds.observe(seconds_since(start));
     count(batch);
     return batch;
   }
-  StoreStats stats() override { return inner_.stats(); }
-  std::vector<StoredEvent> list(std::size_t limit) override { return inner_.list(limit); }
-  std::vector<DeadEvent> dead(std::size_t limit) override { return inner_.dead(limit); }
-  std::vector<EventState> blocked(std::size_t limit) override { return inner_.blocked(limit); }
-  std::vector<EventState> leased(std::size_t limit) override { return inner_.leased(limit); }
-  std::size_t retry(std::span<const EventId> ids) override { return inner_.retry(ids); }
-  std::size_t retry_all() override { return inner_.retry_all(); }
-  std::size_t discard(std::span<const EventId> ids) override { return inner_.discard(ids); }
-  std::size_t discard_all() override { return inner_.discard_all(); }
   void wait_for_work(Duration max) override {
     m_.touch();
-    inner_.wait_for_work(max);
+    target().wait_for_work(max);
     m_.touch();
   }
-  void interrupt() override { inner_.interrupt(); }
 
  private:
   template <typename F>
@@ -85,27 +77,22 @@ class TimedStore final : public Store {
   void count(const ClaimedBatch& batch) {
     if (!batch.events.empty()) m_.batch_size.observe(double(batch.events.size()));
   }
-  Store& inner_;
   PipelineMetrics& m_;
 };
 
-class TimedSink final : public Sink {
+// Overrides what it measures; SinkWrapper forwards the rest (close() and closed(): the relay asks
+// after every batch whether the sink is gone for good, and a wrapper that answered the default
+// "no" kept a pipeline whose pipe reader went away failing under `run`).
+class TimedSink final : public SinkWrapper {
  public:
-  TimedSink(Sink& inner, PipelineMetrics& m) : inner_(inner), m_(m) {}
-  std::string_view name() const override { return inner_.name(); }
+  TimedSink(Sink& inner, PipelineMetrics& m) : SinkWrapper(inner), m_(m) {}
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
-    return timed(events, [&] { return inner_.deliver(events); });
+    return timed(events, [&] { return target().deliver(events); });
   }
   std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
                                               const DeliveryControl& control) override {
-    return timed(events, [&] { return inner_.deliver_bounded(events, control); });
+    return timed(events, [&] { return target().deliver_bounded(events, control); });
   }
-  void close() override { inner_.close(); }
-  // The relay asks after every batch whether the sink is gone for good (Sink::closed): a
-  // wrapper that answered the default "no" kept a pipeline whose pipe reader went away failing
-  // and dead-lettering under `run`, where `relay` stops and releases. Every virtual of Sink is
-  // forwarded: name, deliver, deliver_bounded, close, closed.
-  std::string closed() const override { return inner_.closed(); }
 
  private:
   template <typename F>
@@ -145,7 +132,6 @@ class TimedSink final : public Sink {
     }
     return results;
   }
-  Sink& inner_;
   PipelineMetrics& m_;
 };
 

@@ -16,6 +16,7 @@
 
 #include "outpost/relay.h"
 #include "outpost/sink.h"
+#include "outpost/sink_wrapper.h"
 #include "outpost/store.h"
 #include "sink_cases.h"
 
@@ -44,19 +45,16 @@ inline void append_all(Store& store, const std::vector<Event>& events, std::size
 
 // Passes every call to `inner` and counts the outcomes, so an outage test can tell an outage
 // (unavailable, no attempt) from refusals (failed attempts) whatever the relay does with them.
-class CountingSink final : public Sink {
+class CountingSink final : public SinkWrapper {
  public:
-  explicit CountingSink(Sink& inner) : inner_(inner) {}
-  std::string_view name() const override { return inner_.name(); }
+  explicit CountingSink(Sink& inner) : SinkWrapper(inner) {}
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
-    return count(inner_.deliver(events));
+    return count(target().deliver(events));
   }
   std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
                                               const DeliveryControl& control) override {
-    return count(inner_.deliver_bounded(events, control));
+    return count(target().deliver_bounded(events, control));
   }
-  void close() override { inner_.close(); }
-  std::string closed() const override { return inner_.closed(); }
 
   std::uint64_t unavailable() const { return unavailable_.load(); }
   std::uint64_t failed() const { return failed_.load(); }
@@ -77,7 +75,6 @@ class CountingSink final : public Sink {
     }
     return results;
   }
-  Sink& inner_;
   std::atomic<std::uint64_t> unavailable_{0}, failed_{0};
   mutable std::mutex mu_;
   std::string first_failure_;  // guarded by mu_

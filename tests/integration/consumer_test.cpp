@@ -21,6 +21,7 @@
 #include "outpost/error.h"
 #include "outpost/json.h"
 #include "outpost/sinks/file.h"
+#include "outpost/source_wrapper.h"
 #include "store_cases.h"
 
 namespace outpost {
@@ -171,29 +172,24 @@ TEST_P(ConsumerTest, EveryEventOnceAcrossDuplicatesAndACrashBeforeCommit) {
 
 // A source that checks what the Consumer promises a source that can read ahead: never two
 // calls at once, committed() positions in order; and records where reads ran.
-class CheckedSource final : public Source {
+class CheckedSource final : public SourceWrapper {
  public:
   CheckedSource(std::unique_ptr<Source> inner, bool ahead)
-      : inner_(std::move(inner)), ahead_(ahead) {}
-  std::string_view name() const override { return inner_->name(); }
-  std::string url() const override { return inner_->url(); }
+      : SourceWrapper(std::shared_ptr<Source>(std::move(inner))), ahead_(ahead) {}
   void seek(const std::string& position) override {
     Enter e(*this);
-    inner_->seek(position);
+    target().seek(position);
   }
   std::vector<Message> read(std::size_t max, Duration wait) override {
     Enter e(*this);
     if (std::this_thread::get_id() != runner_) ++reads_elsewhere;
     std::this_thread::sleep_for(2ms);  // a window in which an overlapping call would show
-    return inner_->read(max, wait);
-  }
-  std::optional<std::int64_t> lag(const std::string& position) override {
-    return inner_->lag(position);
+    return target().read(max, wait);
   }
   void committed(const std::string& group, const std::string& position) override {
     Enter e(*this);
     committed_positions.push_back(position);
-    inner_->committed(group, position);
+    target().committed(group, position);
   }
   bool can_read_ahead() const override { return ahead_; }
 
@@ -209,7 +205,6 @@ class CheckedSource final : public Source {
     ~Enter() { s.in_use_.fetch_sub(1); }
     CheckedSource& s;
   };
-  std::unique_ptr<Source> inner_;
   bool ahead_;
   std::atomic<int> in_use_{0};
 };

@@ -1,6 +1,7 @@
 #pragma once
 // A Store decorator that injects faults and counts calls, for relay tests (model: leveldb's
-// ErrorEnv). Header-only. Every knob is atomic, so a test may flip it while a relay runs.
+// ErrorEnv over its EnvWrapper). Header-only. Every knob is atomic, so a test may flip it while a
+// relay runs. StoreWrapper forwards what it does not change.
 
 #include <atomic>
 #include <functional>
@@ -9,13 +10,13 @@
 #include <vector>
 
 #include "outpost/error.h"
-#include "outpost/store.h"
+#include "outpost/store_wrapper.h"
 
 namespace outpost::testing {
 
-class FaultyStore final : public Store {
+class FaultyStore final : public StoreWrapper {
  public:
-  explicit FaultyStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  explicit FaultyStore(std::shared_ptr<Store> inner) : StoreWrapper(std::move(inner)) {}
 
   // Fault knobs. fail_*: the next N calls throw ConnectionError (-1: every call).
   std::atomic<int> fail_claims{0};
@@ -32,12 +33,7 @@ class FaultyStore final : public Store {
     return nacks_;
   }
 
-  Store& inner() { return *inner_; }
-
-  std::string_view backend() const override { return inner_->backend(); }
-  void append(std::span<const Event> events, TxHandle tx = {}) override {
-    inner_->append(events, tx);
-  }
+  Store& inner() { return target(); }
 
   // Called at the start of every claim (set before the store is used).
   std::function<void()> before_claim;
@@ -46,7 +42,7 @@ class FaultyStore final : public Store {
     ++claim_calls;
     if (before_claim) before_claim();
     if (take(fail_claims)) throw ConnectionError("faulty", "injected claim failure");
-    return inner_->claim(max, lease, order);
+    return target().claim(max, lease, order);
   }
   // Called at the start of every ack (set before the store is used).
   std::function<void()> before_ack;
@@ -55,7 +51,7 @@ class FaultyStore final : public Store {
     ++ack_calls;
     if (before_ack) before_ack();
     if (take(fail_acks)) throw ConnectionError("faulty", "injected ack failure");
-    return inner_->ack(batch, ids);
+    return target().ack(batch, ids);
   }
   std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
     ++nack_calls;
@@ -63,29 +59,24 @@ class FaultyStore final : public Store {
       std::lock_guard lock(mu_);
       nacks_.insert(nacks_.end(), nacks.begin(), nacks.end());
     }
-    return inner_->nack(batch, nacks);
+    return target().nack(batch, nacks);
   }
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     ++release_calls;
-    return inner_->release(batch, ids);
+    return target().release(batch, ids);
   }
   bool renew(const ClaimedBatch& batch, Duration lease) override {
     ++renew_calls;
     if (renew_lost) return false;
     if (renew_frozen) return true;
-    return inner_->renew(batch, lease);
+    return target().renew(batch, lease);
   }
-  StoreStats stats() override { return inner_->stats(); }
-  std::vector<StoredEvent> list(std::size_t limit) override { return inner_->list(limit); }
-  std::vector<DeadEvent> dead(std::size_t limit) override { return inner_->dead(limit); }
-  std::vector<EventState> blocked(std::size_t limit) override { return inner_->blocked(limit); }
-  std::vector<EventState> leased(std::size_t limit) override { return inner_->leased(limit); }
-  std::size_t retry(std::span<const EventId> ids) override { return inner_->retry(ids); }
-  std::size_t retry_all() override { return inner_->retry_all(); }
-  std::size_t discard(std::span<const EventId> ids) override { return inner_->discard(ids); }
-  std::size_t discard_all() override { return inner_->discard_all(); }
-  void wait_for_work(Duration max) override { inner_->wait_for_work(max); }
-  void interrupt() override { inner_->interrupt(); }
+  // The relay's hot path as the separate calls above, so every fault and counter applies to it.
+  ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                SettleCounts& counts, std::size_t max, Duration lease,
+                                ClaimOrder order) override {
+    return Store::settle_and_claim(done, settlement, counts, max, lease, order);
+  }
 
  private:
   static bool take(std::atomic<int>& budget) {
@@ -97,7 +88,6 @@ class FaultyStore final : public Store {
     return false;
   }
 
-  std::shared_ptr<Store> inner_;
   std::mutex mu_;
   std::vector<Nack> nacks_;  // guarded by mu_
 };

@@ -20,6 +20,7 @@
 #include "faulty_store.h"
 #include "outpost/relay.h"
 #include "outpost/sinks/handlers.h"
+#include "outpost/store_wrapper.h"
 #include "relay/batch.h"
 #include "store_param.h"
 
@@ -341,48 +342,27 @@ TEST_P(RelayPauseTest, AnEventThatCrashedRelaysMaxCrashesTimesIsDeadUnseen) {
 // A store view whose claim() pauses after the claim returned, as a process stopped (SIGSTOP, a
 // VM pause) between its claim and the delivery: its lease keeper is stopped too (renew blocks
 // while paused).
-class PausingStore final : public Store {
+class PausingStore final : public StoreWrapper {
  public:
-  explicit PausingStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  explicit PausingStore(std::shared_ptr<Store> inner) : StoreWrapper(std::move(inner)) {}
   std::function<void()> after_claim;  // runs inside claim(), after the claim (the "pause")
   std::atomic<bool> paused{false};
 
-  std::string_view backend() const override { return inner_->backend(); }
-  void append(std::span<const Event> events, TxHandle tx = {}) override {
-    inner_->append(events, tx);
-  }
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
-    auto b = inner_->claim(max, lease, order);
+    auto b = target().claim(max, lease, order);
     if (!b.empty() && after_claim) after_claim();
     return b;
   }
-  std::size_t ack(const ClaimedBatch& b, std::span<const EventId> ids) override {
-    return inner_->ack(b, ids);
-  }
-  std::size_t nack(const ClaimedBatch& b, std::span<const Nack> n) override {
-    return inner_->nack(b, n);
-  }
-  std::size_t release(const ClaimedBatch& b, std::span<const EventId> ids) override {
-    return inner_->release(b, ids);
+  // The relay's hot path through claim() above, so the pause happens there too.
+  ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                SettleCounts& counts, std::size_t max, Duration lease,
+                                ClaimOrder order) override {
+    return Store::settle_and_claim(done, settlement, counts, max, lease, order);
   }
   bool renew(const ClaimedBatch& b, Duration lease) override {
     while (paused) std::this_thread::sleep_for(5ms);
-    return inner_->renew(b, lease);
+    return target().renew(b, lease);
   }
-  StoreStats stats() override { return inner_->stats(); }
-  std::vector<StoredEvent> list(std::size_t limit) override { return inner_->list(limit); }
-  std::vector<DeadEvent> dead(std::size_t limit) override { return inner_->dead(limit); }
-  std::vector<EventState> blocked(std::size_t limit) override { return inner_->blocked(limit); }
-  std::vector<EventState> leased(std::size_t limit) override { return inner_->leased(limit); }
-  std::size_t retry(std::span<const EventId> ids) override { return inner_->retry(ids); }
-  std::size_t retry_all() override { return inner_->retry_all(); }
-  std::size_t discard(std::span<const EventId> ids) override { return inner_->discard(ids); }
-  std::size_t discard_all() override { return inner_->discard_all(); }
-  void wait_for_work(Duration max) override { inner_->wait_for_work(max); }
-  void interrupt() override { inner_->interrupt(); }
-
- private:
-  std::shared_ptr<Store> inner_;
 };
 
 // Calls `on_call` with each batch and delivers it.
