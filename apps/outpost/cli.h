@@ -19,6 +19,9 @@ namespace outpost::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;
+// `outpost relay --until-empty` ended by itself having dead-lettered events in that run
+// (docs/cli.md, "relay"): a batch job can tell "all delivered" from "some gave up".
+inline constexpr int kExitDeadLettered = 3;
 
 using Runner = std::function<int()>;
 

@@ -52,6 +52,10 @@ class RelayPipeline final : public HostedPipeline {
            ", lease lost " + std::to_string(c.lease_lost) + ", store errors " +
            std::to_string(c.store_errors) + ")";
   }
+  int exit_code() const override {
+    const auto& c = std::get<PipelineConfig>(config());
+    return c.until_empty && relay_->counters().dead > 0 ? kExitDeadLettered : kExitOk;
+  }
   StopTexts stop_texts() const override {
     return {
         "stopping (deliveries in flight get up to one timeout; a second signal gives them up "

@@ -144,7 +144,7 @@ TEST_F(CliSecretsTest, DeliveryFailuresNeverPrintTheSecret) {
     first = false;
     auto r = run_cli({"relay", "--store", store(), "--sink", with_secret(sink), "--until-empty",
                       "--max-attempts", "1"});
-    EXPECT_EQ(r.code, 0) << sink << "\n" << r.all();
+    EXPECT_EQ(r.code, 3) << sink << "\n" << r.all();  // dead-lettered (docs/cli.md, relay)
     EXPECT_NE(r.err.find("dead 1"), std::string::npos) << r.all();
     EXPECT_EQ(r.all().find(kSecret), std::string::npos) << sink << "\n" << r.all();
   }

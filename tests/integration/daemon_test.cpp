@@ -368,6 +368,20 @@ TEST_F(DaemonTest, AMisspeltFlagIsOneErrorNamingTheFlagItProbablyMeans) {
   EXPECT_EQ(r.err.find("is required"), std::string::npos) << r.err;
 }
 
+// Issue 20 item 4: `relay --until-empty` that dead-lettered events in its run exits 3 (0 when
+// everything was delivered), after its summary.
+TEST_F(DaemonTest, RelayUntilEmptyExits3WhenItDeadLettered) {
+  emit(dir_ / "a.db", 2);
+  auto r = run_cli({"relay", "--store", "sqlite:" + dir_ / "a.db", "--sink", hook_.url(),
+                    "--max-attempts", "1", "--until-empty", "--quiet"});
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("dead 2"), std::string::npos) << r.err;
+  emit(dir_ / "b.db", 2);
+  auto ok = run_cli({"relay", "--store", "sqlite:" + dir_ / "b.db", "--sink",
+                     "file:" + dir_ / "b.jsonl", "--until-empty"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 TEST_F(DaemonTest, JsonLogsAreOneObjectPerLineAndUntilEmptyPipelinesEnd) {
   auto db = dir_ / "j.db";
   auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", "t", "--payload",
