@@ -23,6 +23,9 @@ double seconds_since(Clock::time_point start) {
 const std::vector<double> kLatencyBounds = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                             0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 const std::vector<double> kBatchBounds = {1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000};
+// From a healthy relay's milliseconds to a day-long outage (sixteen bounds: Histogram's limit).
+const std::vector<double> kOutboxBounds = {0.01, 0.05, 0.1, 0.25, 0.5, 1,    2.5,   5,
+                                           10,   30,   60,  300,  900, 3600, 21600, 86400};
 
 // Overrides what it measures; StoreWrapper forwards the rest (archived() included).
 class TimedStore final : public StoreWrapper {
@@ -37,7 +40,9 @@ class TimedStore final : public StoreWrapper {
     return batch;
   }
   std::size_t ack(const ClaimedBatch& b, std::span<const EventId> ids) override {
-    return timed_settle([&] { return target().ack(b, ids); });
+    auto n = timed_settle([&] { return target().ack(b, ids); });
+    if (n == ids.size()) observe_acked(b, ids);
+    return n;
   }
   std::size_t nack(const ClaimedBatch& b, std::span<const Nack> nacks) override {
     return timed_settle([&] { return target().nack(b, nacks); });
@@ -56,6 +61,7 @@ class TimedStore final : public StoreWrapper {
     auto batch = target().settle_and_claim(done, s, counts, max, lease, order);
     m_.touch();
     m_.settle_seconds.observe(seconds_since(start));
+    if (counts.acked == s.acks.size()) observe_acked(done, s.acks);
     count(batch);
     return batch;
   }
@@ -76,6 +82,23 @@ class TimedStore final : public StoreWrapper {
   }
   void count(const ClaimedBatch& batch) {
     if (!batch.events.empty()) m_.batch_size.observe(double(batch.events.size()));
+  }
+  // Each acked event's time in the outbox. Only when the store confirmed every ack: a fenced
+  // one (another relay holds the event now) is that relay's to count. The relay acks in batch
+  // order, so one pass over the batch finds them; the search wraps for any other order.
+  void observe_acked(const ClaimedBatch& batch, std::span<const EventId> ids) {
+    if (ids.empty() || batch.events.empty()) return;
+    const TimePoint t = now();
+    const std::size_t n = batch.events.size();
+    std::size_t at = 0;
+    for (const auto& id : ids) {
+      for (std::size_t tried = 0; tried < n; ++tried, at = (at + 1) % n) {
+        if (batch.events[at].id != id) continue;
+        const auto stay = std::chrono::duration<double>(t - batch.events[at].occurred_at).count();
+        m_.outbox_seconds.observe(std::max(stay, 0.0));  // an occurred_at ahead of this clock: 0
+        break;
+      }
+    }
   }
   PipelineMetrics& m_;
 };
@@ -164,7 +187,8 @@ PipelineMetrics::PipelineMetrics()
     : claim_seconds(kLatencyBounds),
       deliver_seconds(kLatencyBounds),
       settle_seconds(kLatencyBounds),
-      batch_size(kBatchBounds) {
+      batch_size(kBatchBounds),
+      outbox_seconds(kOutboxBounds) {
   touch();
 }
 

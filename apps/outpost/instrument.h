@@ -1,8 +1,9 @@
 #pragma once
 // Measuring a pipeline from outside the relay: a Store and a Sink decorator that time every call
-// the relay makes (claim, deliver, settle) into histograms, count batch sizes, and remember the
-// last activity and the last delivery outcome, which /metrics and /readyz report. The relay
-// itself is unchanged; the decorators forward every call.
+// the relay makes (claim, deliver, settle) into histograms, count batch sizes, time each acked
+// event's stay in the outbox, and remember the last activity and the last delivery outcome, which
+// /metrics and /readyz report. The relay itself is unchanged; the decorators forward every call
+// (outpost/store_wrapper.h, outpost/sink_wrapper.h).
 //
 // Thread safety: Histogram and PipelineMetrics are updated with atomics and may be read (by the
 // HTTP server) while the relay runs.
@@ -49,6 +50,9 @@ struct PipelineMetrics {
   Histogram deliver_seconds;  // one deliver() call (a batch)
   Histogram settle_seconds;   // ack/nack/release, and settle_and_claim() as a whole
   Histogram batch_size;       // events per claimed batch (non-empty ones)
+  // Per acked event: from its occurred_at (set at emit unless the application gave one) to the
+  // ack, on this host's clock; the figure operators alert on (docs/operations.md, "Metrics").
+  Histogram outbox_seconds;
   std::atomic<std::int64_t> last_activity_ms{0};  // steady clock ms of the last store/sink call
   std::atomic<int> delivering{0};                 // deliver() calls in progress
   std::atomic<bool> last_delivery_failed{false};  // every event of the last batch failed

@@ -292,6 +292,9 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
                 &PipelineMetrics::settle_seconds);
   add_histogram(t, ss, "outpost_relay_batch_size", "Events per claimed (non-empty) batch.",
                 &PipelineMetrics::batch_size);
+  add_histogram(t, ss, "outpost_relay_time_in_outbox_seconds",
+                "Time from emit (the event's occurred_at) to ack, per delivered event.",
+                &PipelineMetrics::outbox_seconds);
   consumer_families(t, cs);
   // One constant sample, as Prometheus exporters do, so dashboards can join on the version.
   t.family("outpost_build_info", "gauge", "The outpost build serving these metrics.",

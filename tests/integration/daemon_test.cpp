@@ -324,8 +324,11 @@ TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
   std::string text = wait_log(relay_log, "/metrics");
   ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+))")))
       << text;
-  const std::string from_relay =
-      metrics_when(std::stoi(m[1]), "outpost_relay_delivered_total{pipeline=\"relay\"");
+  // Once the three events are delivered and acked.
+  const std::string acked =
+      "outpost_relay_time_in_outbox_seconds_bucket{pipeline=\"relay\",store=\"sqlite\",sink="
+      "\"file\",le=\"+Inf\"} 3";
+  const std::string from_relay = metrics_when(std::stoi(m[1]), acked);
 
   auto file = dir_ / "outpost.toml";
   write_file(file,
@@ -335,8 +338,7 @@ TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
   CliProcess daemon({"run", "--config", file}, run_log);
   int port = port_from(run_log);
   ASSERT_GT(port, 0) << read_file(run_log);
-  const std::string from_run =
-      metrics_when(port, "outpost_relay_delivered_total{pipeline=\"relay\"");
+  const std::string from_run = metrics_when(port, acked);
 
   const auto relay_sets = relay_label_sets(from_relay);
   const auto run_sets = relay_label_sets(from_run);
@@ -351,6 +353,14 @@ TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
                       "sink=\"file\",le=\""),
       std::string::npos)
       << from_relay;
+  // Issue 18 defect 8: the time in the outbox (emit to ack), with the other histograms' labels,
+  // one observation per delivered event, from both.
+  for (const auto* text : {&from_relay, &from_run}) {
+    EXPECT_TRUE(std::regex_search(
+        *text, std::regex(R"(\noutpost_relay_time_in_outbox_seconds_bucket\{pipeline="relay",)"
+                          R"(store="sqlite",sink="file",le="\+Inf"\} 3\n)")))
+        << *text;
+  }
   relay.signal(SIGTERM);
   daemon.signal(SIGTERM);
   EXPECT_EQ(relay.wait(30s), 0) << read_file(relay_log);

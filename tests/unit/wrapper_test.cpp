@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -104,6 +105,45 @@ TEST(MeasuringDecorators, TheSinkOneSaysTheWrappedSinkIsGoneAndClosesIt) {
   EXPECT_EQ(timed->closed(), "the reader went away");
   timed->close();
   EXPECT_EQ(inner.closes, 1);
+}
+
+// Issue 18 defect 8: the time in the outbox (emit to ack), per acked event, on both of the
+// relay's settle paths; a nacked event is not counted.
+TEST(MeasuringDecorators, TheTimeInTheOutboxIsObservedPerAckedEvent) {
+  auto inner = open_store("memory:");
+  cli::PipelineMetrics metrics;
+  auto timed = cli::instrument_store(*inner, metrics);
+  auto aged = [](const char* type, std::chrono::seconds age) {
+    auto e = Event::make(type, "{}", type);
+    e.occurred_at = now() - age;
+    return e;
+  };
+  timed->append(std::vector<Event>{aged("a", 5s), aged("b", 7s)});
+  auto batch = timed->claim(10, 30000ms);
+  ASSERT_EQ(batch.events.size(), 2u);
+  // Acked in the reverse of batch order: each is found all the same.
+  std::vector<EventId> ids{batch.events[1].id, batch.events[0].id};
+  ASSERT_EQ(timed->ack(batch, ids), 2u);
+  auto h = metrics.outbox_seconds.snapshot();
+  EXPECT_EQ(h.count, 2u);
+  EXPECT_GE(h.sum, 12.0);
+  EXPECT_LT(h.sum, 12.0 + 600);  // generous: a slow machine, never a wrong event
+  EXPECT_EQ(h.cumulative[std::size_t(std::find(h.bounds.begin(), h.bounds.end(), 2.5) -
+                                     h.bounds.begin())],
+            0u)
+      << "none under 2.5 s";
+
+  timed->append(std::vector<Event>{aged("c", 30s), aged("d", 1s)});
+  auto next = timed->claim(10, 30000ms);
+  ASSERT_EQ(next.events.size(), 2u);
+  std::vector<EventId> acks{next.events[0].id};
+  std::vector<Nack> nacks{{next.events[1].id, "refused", std::nullopt}};
+  SettleCounts counts;
+  timed->settle_and_claim(next, Settlement{acks, nacks, {}}, counts, 10, 30000ms);
+  EXPECT_EQ(counts.acked, 1u);
+  h = metrics.outbox_seconds.snapshot();
+  EXPECT_EQ(h.count, 3u) << "the nacked event is not counted";
+  EXPECT_GE(h.sum, 42.0);
 }
 
 TEST(ForwardingBases, AStoreWrapperThatChangesNothingIsTheWrappedStore) {
