@@ -19,79 +19,16 @@
 #include "core/url.h"
 #include "outpost/error.h"
 #include "sinks/http/http_classify.h"
+#include "sinks/http/http_config.h"
 
 namespace outpost {
 
-namespace http {
-
-Outcome classify(CURLcode code, long status) {
-  if (code != CURLE_OK) {
-    switch (code) {
-      case CURLE_COULDNT_RESOLVE_PROXY:
-      case CURLE_COULDNT_RESOLVE_HOST:
-      case CURLE_COULDNT_CONNECT:
-      case CURLE_OPERATION_TIMEDOUT:
-      case CURLE_SEND_ERROR:
-      case CURLE_RECV_ERROR:
-      case CURLE_GOT_NOTHING:   // the connection closed before a response (server restarting)
-      case CURLE_PARTIAL_FILE:  // ... or in the middle of one
-      case CURLE_SSL_CONNECT_ERROR:
-      case CURLE_PEER_FAILED_VERIFICATION:  // the webhook's certificate: no event can get through
-      case CURLE_HTTP2:
-      case CURLE_HTTP2_STREAM:
-      case CURLE_HTTP3:
-      case CURLE_QUIC_CONNECT_ERROR:
-      case CURLE_PROXY:
-      case CURLE_NO_CONNECTION_AVAILABLE:
-        return Outcome::unavailable;
-      default:
-        return Outcome::refused;
-    }
-  }
-  if (status >= 200 && status < 300) return Outcome::delivered;
-  switch (status) {
-    case 408:  // Request Timeout: the server gave up waiting for the request, not on the event
-    case 429:  // Too Many Requests
-    case 502:  // Bad Gateway: the proxy in front of the webhook cannot reach it
-    case 503:  // Service Unavailable
-    case 504:  // Gateway Timeout
-      return Outcome::unavailable;
-    default:
-      return Outcome::refused;
-  }
-}
-
-Duration parse_retry_after(std::string_view value, std::chrono::system_clock::time_point now) {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  if (value.empty()) return Duration{0};
-  const auto max_seconds = std::chrono::duration_cast<std::chrono::seconds>(kMaxRetryAfter).count();
-  std::int64_t seconds = 0;
-  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-    if (ec == std::errc::result_out_of_range) return kMaxRetryAfter;
-    if (ec != std::errc() || end != value.data() + value.size()) return Duration{0};
-  } else {
-    // An HTTP-date in any of the three forms RFC 9110 allows; curl_getdate parses them all.
-    std::string text(value);
-    const time_t at = curl_getdate(text.c_str(), nullptr);
-    if (at == -1) return Duration{0};
-    const auto wait = std::chrono::system_clock::from_time_t(at) - now;
-    if (wait <= std::chrono::system_clock::duration::zero()) return Duration{0};
-    if (wait >= kMaxRetryAfter) return kMaxRetryAfter;
-    return std::chrono::duration_cast<Duration>(wait);
-  }
-  if (seconds >= max_seconds) return kMaxRetryAfter;
-  return std::chrono::duration_cast<Duration>(std::chrono::seconds(seconds));
-}
-
-}  // namespace http
-
 namespace {
 
-constexpr std::size_t kBodyExcerpt = 200;          // bytes of an error response kept in the error
-constexpr std::int64_t kMaxTimeoutMs = 3'600'000;  // one hour
-constexpr std::int64_t kMaxConcurrency = 1024;
+using http::HttpConfig;
+using http::iequals;
+
+constexpr std::size_t kBodyExcerpt = 200;  // bytes of an error response kept in the error
 
 void global_init() {
   // curl_global_init is not thread-safe; do it once per process before any handle exists.
@@ -111,13 +48,6 @@ struct SlistDeleter {
 using EasyPtr = std::unique_ptr<CURL, EasyDeleter>;
 using MultiPtr = std::unique_ptr<CURLM, MultiDeleter>;
 using SlistPtr = std::unique_ptr<curl_slist, SlistDeleter>;
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 // CloudEvents HTTP binding: header values percent-encode space, '"', '%' and everything outside
 // printable ASCII. This also keeps CR/LF from event data out of the request head.
@@ -189,19 +119,6 @@ std::size_t read_header(char* data, std::size_t size, std::size_t nitems, void* 
   }
   return n;
 }
-
-struct HttpConfig {
-  std::string target;  // the URL to POST to, without our parameters
-  std::string shown;   // target as messages show it (core::redact_url)
-  // The URL's secrets, scrubbed from every failure text: curl and the webhook's own error body
-  // may quote them (a password holding '/' is read as the host: "Could not resolve host: ...").
-  // Failure texts are stored as last_error, which other processes print.
-  core::Redactor secrets;
-  long timeout_ms = 10'000;
-  std::size_t concurrency = 1;
-  std::vector<std::pair<std::string, std::string>> headers;  // header.NAME=VALUE
-  bool has_content_type = false;
-};
 
 class HttpSink final : public Sink {
  public:
@@ -501,119 +418,9 @@ class HttpSink final : public Sink {
   std::vector<std::unique_ptr<Request>> requests_;  // one easy handle per concurrency slot
 };
 
-bool is_ours(std::string_view key) {
-  return key == "timeout_ms" || key == "concurrency" || key.starts_with("header.");
-}
-
-// The URL to call: the given one without our query parameters (others belong to the webhook
-// and are passed through byte for byte) and without a fragment.
-std::string target_url(std::string_view url) {
-  if (auto hash = url.find('#'); hash != std::string_view::npos) url = url.substr(0, hash);
-  auto q = url.find('?');
-  if (q == std::string_view::npos) return std::string(url);
-  std::string out(url.substr(0, q));
-  std::string_view query = url.substr(q + 1);
-  char sep = '?';
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view kv = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (kv.empty()) continue;
-    if (is_ours(core::percent_decode(kv.substr(0, kv.find('='))))) continue;
-    out += sep;
-    out += kv;
-    sep = '&';
-  }
-  return out;
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// Unknown parameters belong to the webhook, so a typo of one of ours would silently go there:
-// reject names that are almost ours.
-std::string near_miss(std::string_view key) {
-  for (std::string_view ours : {"timeout_ms", "concurrency"})
-    if (key.size() >= 6 && edit_distance(key, ours) <= 2) return std::string(ours);
-  if (key.starts_with("header") && !key.starts_with("header.")) return "header.NAME";
-  return {};
-}
-
-bool valid_header_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u >= 0x7f || c == ':' || c == '(' || c == ')' || c == ',' || c == ';' ||
-        c == '"' || c == '/' || c == '[' || c == ']' || c == '?' || c == '=' || c == '{' ||
-        c == '}' || c == '\\' || c == '<' || c == '>' || c == '@')
-      return false;
-  }
-  return true;
-}
-
 }  // namespace
 
-std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& options) {
-  auto u = core::Url::parse(url);
-  std::string shown = u.redacted();
-  if (u.scheme() != "http" && u.scheme() != "https")
-    throw ConfigError("bad URL '" + shown + "': scheme '" + u.scheme() + "' is not http or https");
-  if (!u.hierarchical() || u.hosts().empty())
-    throw ConfigError("bad URL '" + shown + "': missing host (expected " + u.scheme() +
-                      "://host[:port]/path)");
-  if (u.hosts().size() > 1)
-    throw ConfigError("bad URL '" + shown + "': an HTTP sink takes exactly one host");
-
-  HttpConfig config;
-  config.timeout_ms = static_cast<long>(options.timeout.count());
-  config.concurrency = options.concurrency;
-  if (auto t = u.int_param("timeout_ms", 1, kMaxTimeoutMs))
-    config.timeout_ms = static_cast<long>(*t);
-  if (auto c = u.int_param("concurrency", 1, kMaxConcurrency))
-    config.concurrency = static_cast<std::size_t>(*c);
-  if (config.timeout_ms <= 0)
-    throw ConfigError("HTTP sink: timeout must be positive, got " +
-                      std::to_string(config.timeout_ms) + " ms");
-  if (config.concurrency == 0 || config.concurrency > static_cast<std::size_t>(kMaxConcurrency))
-    throw ConfigError("HTTP sink: concurrency must be in 1.." + std::to_string(kMaxConcurrency) +
-                      ", got " + std::to_string(config.concurrency));
-  for (const auto& [k, v] : u.query()) {
-    if (!k.starts_with("header.")) continue;
-    std::string name = k.substr(7);
-    if (!valid_header_name(name))
-      throw ConfigError("bad URL '" + shown + "': parameter '" + k +
-                        "' does not name a valid HTTP header");
-    if (v.find_first_of("\r\n") != std::string::npos)
-      throw ConfigError("bad URL '" + shown + "': parameter '" + k +
-                        "' has a line break in its value");
-    u.param(k);  // mark as known
-    if (iequals(name, "content-type")) config.has_content_type = true;
-    config.headers.emplace_back(std::move(name), v);
-  }
-  // Every other parameter is the webhook's own: mark them known so reject_unknown() passes.
-  for (const auto& [k, v] : u.query()) {
-    if (is_ours(k)) continue;
-    if (std::string ours = near_miss(k); !ours.empty())
-      throw ConfigError("bad URL '" + shown + "': unknown parameter '" + k + "' (did you mean '" +
-                        ours + "'? parameters that are not the sink's go to the webhook)");
-    u.param(k);
-  }
-  u.reject_unknown();
-  config.target = target_url(url);
-  config.shown = core::redact_url(config.target);
-  config.secrets.add_url(url);
+std::unique_ptr<Sink> http::make_http_sink(HttpConfig config) {
   return std::make_unique<HttpSink>(std::move(config));
 }
 

@@ -1,0 +1,138 @@
+// open_http_sink: the webhook URL read and checked (docs/sinks_file_http.md): our parameters
+// (timeout_ms, concurrency, header.NAME) taken out, every other one passed to the webhook byte for
+// byte, a near miss of ours refused.
+
+#include <string>
+#include <string_view>
+
+#include "core/url.h"
+#include "outpost/error.h"
+#include "outpost/sinks/http.h"
+#include "sinks/http/http_config.h"
+
+namespace outpost {
+namespace {
+
+constexpr std::int64_t kMaxTimeoutMs = 3'600'000;  // one hour
+constexpr std::int64_t kMaxConcurrency = 1024;
+
+using http::HttpConfig;
+using http::iequals;
+
+bool is_ours(std::string_view key) {
+  return key == "timeout_ms" || key == "concurrency" || key.starts_with("header.");
+}
+
+// The URL to call: the given one without our query parameters (others belong to the webhook
+// and are passed through byte for byte) and without a fragment.
+std::string target_url(std::string_view url) {
+  if (auto hash = url.find('#'); hash != std::string_view::npos) url = url.substr(0, hash);
+  auto q = url.find('?');
+  if (q == std::string_view::npos) return std::string(url);
+  std::string out(url.substr(0, q));
+  std::string_view query = url.substr(q + 1);
+  char sep = '?';
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view kv = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (kv.empty()) continue;
+    if (is_ours(core::percent_decode(kv.substr(0, kv.find('='))))) continue;
+    out += sep;
+    out += kv;
+    sep = '&';
+  }
+  return out;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// Unknown parameters belong to the webhook, so a typo of one of ours would silently go there:
+// reject names that are almost ours.
+std::string near_miss(std::string_view key) {
+  for (std::string_view ours : {"timeout_ms", "concurrency"})
+    if (key.size() >= 6 && edit_distance(key, ours) <= 2) return std::string(ours);
+  if (key.starts_with("header") && !key.starts_with("header.")) return "header.NAME";
+  return {};
+}
+
+bool valid_header_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f || c == ':' || c == '(' || c == ')' || c == ',' || c == ';' ||
+        c == '"' || c == '/' || c == '[' || c == ']' || c == '?' || c == '=' || c == '{' ||
+        c == '}' || c == '\\' || c == '<' || c == '>' || c == '@')
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& options) {
+  auto u = core::Url::parse(url);
+  std::string shown = u.redacted();
+  if (u.scheme() != "http" && u.scheme() != "https")
+    throw ConfigError("bad URL '" + shown + "': scheme '" + u.scheme() + "' is not http or https");
+  if (!u.hierarchical() || u.hosts().empty())
+    throw ConfigError("bad URL '" + shown + "': missing host (expected " + u.scheme() +
+                      "://host[:port]/path)");
+  if (u.hosts().size() > 1)
+    throw ConfigError("bad URL '" + shown + "': an HTTP sink takes exactly one host");
+
+  HttpConfig config;
+  config.timeout_ms = static_cast<long>(options.timeout.count());
+  config.concurrency = options.concurrency;
+  if (auto t = u.int_param("timeout_ms", 1, kMaxTimeoutMs))
+    config.timeout_ms = static_cast<long>(*t);
+  if (auto c = u.int_param("concurrency", 1, kMaxConcurrency))
+    config.concurrency = static_cast<std::size_t>(*c);
+  if (config.timeout_ms <= 0)
+    throw ConfigError("HTTP sink: timeout must be positive, got " +
+                      std::to_string(config.timeout_ms) + " ms");
+  if (config.concurrency == 0 || config.concurrency > static_cast<std::size_t>(kMaxConcurrency))
+    throw ConfigError("HTTP sink: concurrency must be in 1.." + std::to_string(kMaxConcurrency) +
+                      ", got " + std::to_string(config.concurrency));
+  for (const auto& [k, v] : u.query()) {
+    if (!k.starts_with("header.")) continue;
+    std::string name = k.substr(7);
+    if (!valid_header_name(name))
+      throw ConfigError("bad URL '" + shown + "': parameter '" + k +
+                        "' does not name a valid HTTP header");
+    if (v.find_first_of("\r\n") != std::string::npos)
+      throw ConfigError("bad URL '" + shown + "': parameter '" + k +
+                        "' has a line break in its value");
+    u.param(k);  // mark as known
+    if (iequals(name, "content-type")) config.has_content_type = true;
+    config.headers.emplace_back(std::move(name), v);
+  }
+  // Every other parameter is the webhook's own: mark them known so reject_unknown() passes.
+  for (const auto& [k, v] : u.query()) {
+    if (is_ours(k)) continue;
+    if (std::string ours = near_miss(k); !ours.empty())
+      throw ConfigError("bad URL '" + shown + "': unknown parameter '" + k + "' (did you mean '" +
+                        ours + "'? parameters that are not the sink's go to the webhook)");
+    u.param(k);
+  }
+  u.reject_unknown();
+  config.target = target_url(url);
+  config.shown = core::redact_url(config.target);
+  config.secrets.add_url(url);
+  return http::make_http_sink(std::move(config));
+}
+
+}  // namespace outpost
