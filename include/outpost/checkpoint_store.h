@@ -78,10 +78,6 @@ class CheckpointStore {
   // The store's one connection: not while a Consumer on this object runs.
   void transaction(const std::function<void(TxHandle tx)>& fn);
 
-  // Deprecated, for callers not yet moved to transaction(): the internals of the store. To be
-  // removed; nothing in the library uses it.
-  Impl& impl() { return *impl_; }
-
  private:
   friend class Consumer;  // runs its batches on the store's connection
   std::unique_ptr<Impl> impl_;
