@@ -16,6 +16,7 @@
 #include "outpost/factory.h"
 #include "pipeline_limits.h"
 #include "pipeline_options.h"
+#include "pipeline_settings.h"
 #ifdef OUTPOST_HAVE_CONSUME
 #include "outpost/consumer.h"
 #endif
@@ -269,6 +270,36 @@ class TableReader {
   std::vector<std::string> missing_;  // required keys not found, in the order they were read
 };
 
+// Reads the keys of a pipeline table from its settings table (pipeline_settings.h): the keys,
+// types, limits and choices of the flags.
+template <class C>
+void read_settings(TableReader& r, C& into, const std::vector<Setting<C>>& rows) {
+  for (const auto& s : rows) {
+    const std::string key(s.key);
+    std::visit(
+        [&](auto field) {
+          auto& value = into.*field;
+          using T = std::remove_reference_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            r.boolean(key, value);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            r.string(key, value, s.required);
+            const auto choices = s.choice_list();
+            if (const Value* v = r.find(key);
+                v && !choices.empty() &&
+                std::find(choices.begin(), choices.end(), value) == choices.end()) {
+              std::string list;
+              for (const auto& c : choices) list += (list.empty() ? "'" : ", '") + c + "'";
+              fail(r.where(*v, key), "must be one of " + list + ", got '" + value + "'");
+            }
+          } else {
+            r.integer(key, value, s.min, s.max);
+          }
+        },
+        s.field);
+  }
+}
+
 // "[[relay]] 'orders': ", or "[[relay]] #2: " before the table's name is known.
 std::string table_context(const std::string& kind, std::size_t index, const std::string& name) {
   return "[[" + kind + "]] " + (name.empty() ? "#" + std::to_string(index + 1) : "'" + name + "'") +
@@ -337,21 +368,7 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   const std::string context = table_context("relay", index, p.name);
   TableReader r(file, table, context, env);
   r.require("name");
-  // The same limits as the flags of `outpost relay` (relay.cpp).
-  r.string("store", p.store, true);
-  r.string("sink", p.sink, true);
-  r.integer("batch", p.batch, 1, limits::kMaxBatch);
-  r.integer("lease_ms", p.lease_ms, limits::kMinLeaseMs, limits::kMaxMs);
-  r.integer("max_attempts", p.max_attempts, 1, limits::kMaxAttempts);
-  r.integer("backoff_base_ms", p.backoff_base_ms, 0, limits::kMaxMs);
-  r.integer("backoff_max_ms", p.backoff_max_ms, 0, limits::kMaxMs);
-  r.integer("max_crashes", p.max_crashes, 1, limits::kMaxAttempts);
-  r.integer("concurrency", p.concurrency, 1, limits::kMaxConcurrency);
-  r.integer("deliver_timeout_ms", p.deliver_timeout_ms, 0, limits::kMaxMs);
-  r.integer("drain_timeout_ms", p.drain_timeout_ms, 0, limits::kMaxMs);
-  r.boolean("unordered", p.unordered);
-  r.boolean("until_empty", p.until_empty);
-  r.boolean("quiet", p.quiet);
+  read_settings(r, p, relay_settings());  // the flags of `outpost relay`, as keys
   r.reject_unknown(pipeline_key_hint);
   if (auto e = backoff_key_error(p.backoff_base_ms, p.backoff_max_ms); !e.empty())
     fail(at(file, table) + context, e);
@@ -376,19 +393,8 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
   const std::string context = table_context("consume", index, c.name);
   TableReader r(file, table, context, env);
   r.require("name");
-  // The same limits as the flags of `outpost consume` (consume.cpp).
   ConsumeArgs& a = c.args;
-  r.string("from", a.from, true);
-  r.string("group", a.group, true);
-  r.string("checkpoint", a.checkpoint, true);
-  r.string("sink", a.sink, true);
-  r.integer("batch", a.batch, 1, limits::kMaxBatch);
-  r.integer("max_attempts", a.max_attempts, 1, limits::kMaxAttempts);
-  r.integer("backoff_base_ms", a.backoff_base_ms, 0, limits::kMaxMs);
-  r.integer("backoff_max_ms", a.backoff_max_ms, 0, limits::kMaxMs);
-  r.integer("until_idle", a.until_idle_ms, 0, limits::kMaxMs);
-  r.boolean("unordered", a.unordered);
-  r.boolean("quiet", a.quiet);
+  read_settings(r, a, consume_settings());  // the flags of `outpost consume`, as keys
   r.reject_unknown(pipeline_key_hint);
   const auto& t = table.as_table();
   if (a.group.empty() || a.group.size() > 200)
@@ -416,12 +422,7 @@ const std::string& pipeline_name(const AnyPipelineConfig& p) {
 }
 
 bool PipelineConfig::operator==(const PipelineConfig& o) const {
-  return name == o.name && store == o.store && sink == o.sink && batch == o.batch &&
-         lease_ms == o.lease_ms && max_attempts == o.max_attempts &&
-         backoff_base_ms == o.backoff_base_ms && backoff_max_ms == o.backoff_max_ms &&
-         max_crashes == o.max_crashes && concurrency == o.concurrency &&
-         deliver_timeout_ms == o.deliver_timeout_ms && drain_timeout_ms == o.drain_timeout_ms &&
-         unordered == o.unordered && until_empty == o.until_empty && quiet == o.quiet;
+  return name == o.name && same_settings(*this, o, relay_settings());
 }
 
 EnvLookup process_environment() {

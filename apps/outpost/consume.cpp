@@ -24,6 +24,7 @@
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/source_wrapper.h"
+#include "pipeline_flags.h"
 #include "pipeline_host.h"
 #include "pipeline_limits.h"
 
@@ -250,37 +251,7 @@ Runner add_consume_command(CLI::App& root) {
       "Read a log (file:, ...) from the group's checkpoint and deliver to a sink; the inbox\n"
       "skips ids already delivered; checkpoint and inbox commit after the sink confirms.\n"
       "Runs until SIGTERM/SIGINT (then finishes the batch in flight) or --until-idle.");
-  sub->add_option(
-         "--from", a->from,
-         "Log URL (file:PATH, redis-stream://..., kafka://...?group=G, nats://...?stream=S)")
-      ->required();
-  sub->add_option("--group", a->group, "Consumer group name (checkpoint, inbox, dead letters)")
-      ->required();
-  sub->add_option("--checkpoint", a->checkpoint,
-                  "Checkpoint store URL (sqlite:PATH or postgresql://...)")
-      ->required();
-  sub->add_option("--sink", a->sink, "Sink URL (file:PATH, http(s)://..., kafka://..., ...)")
-      ->required();
-  sub->add_option("--batch", a->batch, "Messages per read and transaction")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxBatch));
-  sub->add_option("--max-attempts", a->max_attempts,
-                  "Attempts before a message is parked, the first included")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxAttempts));
-  sub->add_option("--backoff-base-ms", a->backoff_base_ms, "First retry delay cap in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
-  sub->add_option("--backoff-max-ms", a->backoff_max_ms, "Largest retry delay in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
-  sub->add_option("--until-idle", a->until_idle_ms,
-                  "Exit once no message came for MS milliseconds (0: run until a signal)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
-  sub->add_flag("--unordered", a->unordered,
-                "Later messages of a parked key flow on (default: parked behind it)");
-  sub->add_flag("--quiet", a->quiet, "Do not print delivery errors");
+  add_setting_flags(sub, *a, consume_settings());
   sub->add_option("--log-format", *format,
                   "text (default) or json: one JSON object per line; on a terminal, text adds a "
                   "progress line every 10 s")

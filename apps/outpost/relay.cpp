@@ -16,6 +16,7 @@
 #include "listen_address.h"
 #include "log.h"
 #include "outpost/error.h"
+#include "pipeline_flags.h"
 #include "pipeline_host.h"
 #include "pipeline_limits.h"
 
@@ -60,51 +61,9 @@ Runner add_relay_command(CLI::App& root) {
       "Runs until SIGTERM/SIGINT (then releases what it holds after at most one delivery\n"
       "timeout; a second signal: at once) or, with --until-empty,\n"
       "until nothing is pending or leased.");
-  sub->add_option("--store", a->store, "Store URL")->required()->envname("OUTPOST_STORE");
-  sub->add_option("--sink", a->sink, "Sink URL (file:PATH, http(s)://..., kafka://..., ...)")
-      ->required()
-      ->envname("OUTPOST_SINK");
-  sub->add_option("--batch", a->batch, "Events per claim")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxBatch));
-  sub->add_option("--lease-ms", a->lease_ms, "Lease per claim in ms (renewed every lease/3)")
-      ->capture_default_str()
-      ->check(CLI::Range(limits::kMinLeaseMs, limits::kMaxMs));
-  sub->add_option("--max-attempts", a->max_attempts,
-                  "Deliveries the destination refused before dead-lettering, the first included "
-                  "(an unavailable destination pauses the relay and spends none)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxAttempts));
-  sub->add_option("--backoff-base-ms", a->backoff_base_ms, "First retry delay cap in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
-  sub->add_option("--backoff-max-ms", a->backoff_max_ms, "Largest retry delay in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
-  sub->add_option("--max-crashes", a->max_crashes,
-                  "Claims of an event whose lease expired unsettled (the relay died or hung "
-                  "delivering it) before dead-lettering it unseen")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxAttempts));
-  sub->add_option("--concurrency", a->concurrency,
-                  "Parallel deliveries in the sink (per-key order kept)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{1}, limits::kMaxConcurrency));
-  sub->add_option("--deliver-timeout-ms", a->deliver_timeout_ms,
-                  "Deadline of one batch's delivery: past it, events in flight fail (timed out) "
-                  "and the rest is released (0: the lease)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
-  sub->add_option("--drain-timeout-ms", a->drain_timeout_ms,
-                  "On SIGTERM/SIGINT, give deliveries in flight at most this long, then release "
-                  "them (0: one sink timeout)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::int64_t{0}, limits::kMaxMs));
-  sub->add_flag("--unordered", a->unordered, "No per-key order (higher throughput)");
-  sub->add_flag("--until-empty", a->until_empty, "Exit when nothing is pending or leased");
+  add_setting_flags<PipelineConfig>(sub, *a, relay_settings());
   sub->add_option("--metrics", a->metrics,
                   "Serve /metrics (Prometheus) and /healthz on HOST:PORT, e.g. 127.0.0.1:9100");
-  sub->add_flag("--quiet", a->quiet, "Do not print delivery errors");
   sub->add_option("--log-format", *format,
                   "text (default) or json: one JSON object per line; on a terminal, text adds a "
                   "progress line every 10 s")
