@@ -10,6 +10,7 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "core/edit_distance.h"
 #include "core/redact.h"
 #include "listen_address.h"
 #include "outpost/error.h"
@@ -241,27 +242,11 @@ class TableReader {
     std::string best;
     std::size_t best_distance = limit + 1;
     for (const auto& known : seen_) {
-      std::size_t d = edit_distance(key, known);
+      std::size_t d = core::edit_distance(key, known);
       if (d < best_distance) best_distance = d, best = known;
     }
     return best;
   }
-  // Optimal string alignment distance: insertions, deletions, substitutions and transpositions
-  // of neighbours ('btach' is one edit from 'batch').
-  static std::size_t edit_distance(const std::string& a, const std::string& b) {
-    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i)
-      for (std::size_t j = 1; j <= b.size(); ++j) {
-        std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    return d[a.size()][b.size()];
-  }
-
   const std::string& file_;
   const Value& table_;
   std::string context_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "core/edit_distance.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 
@@ -72,22 +73,6 @@ void require_decimal_integers(CLI::App& app) {
     if (is_signed || type.rfind("UINT", 0) == 0) opt->transform(decimal_integer(is_signed));
   }
   for (CLI::App* sub : app.get_subcommands({})) require_decimal_integers(*sub);
-}
-
-// Levenshtein distance, for "did you mean" on a misspelt flag.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 // The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
@@ -157,7 +142,7 @@ int main(int argc, char** argv) {
       std::size_t best_distance = 3;  // a typo, not another flag
       for (const CLI::Option* opt : command->get_options())
         for (const auto& name : opt->get_lnames()) {
-          auto d = edit_distance(x.substr(2, x.find('=') - 2), name);
+          auto d = outpost::core::edit_distance(x.substr(2, x.find('=') - 2), name);
           if (d < best_distance) best_distance = d, best = "--" + name;
         }
       if (!best.empty()) text += " (did you mean '" + best + "'?)";

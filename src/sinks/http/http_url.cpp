@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/edit_distance.h"
 #include "core/url.h"
 #include "outpost/error.h"
 #include "outpost/sinks/http.h"
@@ -45,26 +46,11 @@ std::string target_url(std::string_view url) {
   return out;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // Unknown parameters belong to the webhook, so a typo of one of ours would silently go there:
 // reject names that are almost ours.
 std::string near_miss(std::string_view key) {
   for (std::string_view ours : {"timeout_ms", "concurrency"})
-    if (key.size() >= 6 && edit_distance(key, ours) <= 2) return std::string(ours);
+    if (key.size() >= 6 && core::edit_distance(key, ours) <= 2) return std::string(ours);
   if (key.starts_with("header") && !key.starts_with("header.")) return "header.NAME";
   return {};
 }
