@@ -345,16 +345,30 @@ std::string pipeline_key_hint(const std::string& key) {
   return "";
 }
 
+// The part every pipeline table shares: its name (checked), the context of its messages ("[[relay]]
+// 'orders': "), its settings read from the settings table, and no unknown or missing key. The
+// reader is returned for the kind's own checks.
+template <class C>
+TableReader read_pipeline_table(const std::string& file, const Value& table,
+                                const std::string& kind, std::size_t index, const EnvLookup& env,
+                                std::string& name, std::string& context, C& into,
+                                const std::vector<Setting<C>>& rows) {
+  name = read_name(file, table, kind, index, env);
+  context = table_context(kind, index, name);
+  TableReader r(file, table, context, env);
+  r.require("name");
+  read_settings(r, into, rows);
+  r.reject_unknown(pipeline_key_hint);
+  return r;
+}
+
 PipelineConfig read_relay(const std::string& file, const Value& table, std::size_t index,
                           const EnvLookup& env) {
   PipelineConfig p;
   p.line = static_cast<int>(table.location().line());
-  p.name = read_name(file, table, "relay", index, env);
-  const std::string context = table_context("relay", index, p.name);
-  TableReader r(file, table, context, env);
-  r.require("name");
-  read_settings(r, p, relay_settings());  // the flags of `outpost relay`, as keys
-  r.reject_unknown(pipeline_key_hint);
+  std::string context;
+  TableReader r = read_pipeline_table(file, table, "relay", index, env, p.name, context, p,
+                                      relay_settings());  // the flags of `outpost relay`
   if (auto e = backoff_key_error(p.backoff_base_ms, p.backoff_max_ms); !e.empty())
     fail(at(file, table) + context, e);
   const Value& store = table.as_table().at("store");
@@ -374,13 +388,10 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
                            const EnvLookup& env) {
   ConsumeConfig c;
   c.line = static_cast<int>(table.location().line());
-  c.name = read_name(file, table, "consume", index, env);
-  const std::string context = table_context("consume", index, c.name);
-  TableReader r(file, table, context, env);
-  r.require("name");
   ConsumeArgs& a = c.args;
-  read_settings(r, a, consume_settings());  // the flags of `outpost consume`, as keys
-  r.reject_unknown(pipeline_key_hint);
+  std::string context;
+  TableReader r = read_pipeline_table(file, table, "consume", index, env, c.name, context, a,
+                                      consume_settings());  // the flags of `outpost consume`
   const auto& t = table.as_table();
   if (a.group.empty() || a.group.size() > 200)
     fail(r.where(t.at("group"), "group"), "must be 1-200 bytes");

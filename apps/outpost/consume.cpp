@@ -252,11 +252,7 @@ Runner add_consume_command(CLI::App& root) {
       "skips ids already delivered; checkpoint and inbox commit after the sink confirms.\n"
       "Runs until SIGTERM/SIGINT (then finishes the batch in flight) or --until-idle.");
   add_setting_flags(sub, *a, consume_settings());
-  sub->add_option("--log-format", *format,
-                  "text (default) or json: one JSON object per line; on a terminal, text adds a "
-                  "progress line every 10 s")
-      ->check(CLI::IsMember({"text", "json"}));
-  sub->footer(supported_schemes_text());
+  add_log_format_and_schemes(sub, *format);
   return [a, format] { return run_consume(*a, *format); };
 }
 

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cli.h"
 #include "pipeline_settings.h"
 
 namespace outpost::cli {
@@ -36,6 +37,16 @@ void add_setting_flags(CLI::App* sub, C& into, const std::vector<Setting<C>>& ro
         },
         s.field);
   }
+}
+
+// What `outpost relay` and `outpost consume` add after their settings: --log-format (the daemon's
+// [log] format) and the footer listing this build's URL schemes.
+inline void add_log_format_and_schemes(CLI::App* sub, std::string& format) {
+  sub->add_option("--log-format", format,
+                  "text (default) or json: one JSON object per line; on a terminal, text adds a "
+                  "progress line every 10 s")
+      ->check(CLI::IsMember({"text", "json"}));
+  sub->footer(supported_schemes_text());
 }
 
 }  // namespace outpost::cli

@@ -64,11 +64,7 @@ Runner add_relay_command(CLI::App& root) {
   add_setting_flags<PipelineConfig>(sub, *a, relay_settings());
   sub->add_option("--metrics", a->metrics,
                   "Serve /metrics (Prometheus) and /healthz on HOST:PORT, e.g. 127.0.0.1:9100");
-  sub->add_option("--log-format", *format,
-                  "text (default) or json: one JSON object per line; on a terminal, text adds a "
-                  "progress line every 10 s")
-      ->check(CLI::IsMember({"text", "json"}));
-  sub->footer(supported_schemes_text());
+  add_log_format_and_schemes(sub, *format);
   return [a, format] { return run_relay(*a, *format); };
 }
 
