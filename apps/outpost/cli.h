@@ -32,6 +32,8 @@ Runner add_bench_command(CLI::App& root);
 // The daemon (run.cpp): run --config FILE, check --config FILE.
 Runner add_run_command(CLI::App& root);
 Runner add_check_command(CLI::App& root);
+// schema.cpp: a store URL's emit contract (docs/emit-contract.md).
+Runner add_schema_command(CLI::App& root);
 // Consuming side (consume.cpp, consumers.cpp, demo_unified_log.cpp); built with outpost_consume.
 Runner add_consume_command(CLI::App& root);
 Runner add_consumers_command(CLI::App& root);

@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   add(add_bench_command, "bench");
   add(add_run_command, "run");
   add(add_check_command, "check");
+  add(add_schema_command, "schema");
 #ifdef OUTPOST_HAVE_CONSUME
   add(add_consume_command, "consume");
   add(add_consumers_command, "consumers");

@@ -293,6 +293,21 @@ END $f$;
 )";
 }
 
+std::string schema_text(const Names& n, int partitions) {
+  // Names are validated identifiers (no quotes), so they can be SQL literals here as in
+  // migration_v1. Keep in step with migrate() below.
+  return "BEGIN;\nSELECT pg_advisory_xact_lock(hashtext('" + n.schema + "." + n.table +
+         "'));\nCREATE SCHEMA IF NOT EXISTS " + n.q_schema + ";\nCREATE TABLE IF NOT EXISTS " +
+         n.versions +
+         " (tbl text PRIMARY KEY, version integer NOT NULL, updated_at timestamptz NOT NULL "
+         "DEFAULT now());\n" +
+         migration_v1(n) + migration_v2(n) + ";\n" + migration_v3(n) + ";\n" +
+         migration_v4(n, partitions) + "INSERT INTO " + n.versions + " (tbl, version) VALUES ('" +
+         n.table + "', " + std::to_string(kSchemaVersion) +
+         ") ON CONFLICT (tbl) DO UPDATE SET version = EXCLUDED.version, updated_at = now();\n"
+         "COMMIT;\n";
+}
+
 int partition_count(const Endpoint& ep, PGconn* pg, const Names& n) {
   Params t;
   t.text(n.parts);

@@ -47,6 +47,11 @@ std::string migration_v4(const Names& n, int partitions);
 // A version row whose outbox table is gone (dropped by hand) counts as no outbox: created again.
 void migrate(const Endpoint& ep, PGconn* conn, const Names& n, int partitions);
 
+// The statements migrate() runs to create a new outbox with `partitions` partitions, as one
+// SQL script in one transaction under the same advisory lock: what `outpost schema` prints
+// (docs/emit-contract.md). Applied to a database without that outbox, outpost opens it as its own.
+std::string schema_text(const Names& n, int partitions);
+
 // The outbox's partition count (0: an outbox older than version 4).
 int partition_count(const Endpoint& ep, PGconn* conn, const Names& n);
 

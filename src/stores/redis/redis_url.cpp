@@ -5,6 +5,7 @@
 #include "core/duration.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#include "stores/redis/redis_scripts.h"
 
 namespace outpost::redis_store {
 namespace {
@@ -86,6 +87,10 @@ StoreConfig parse_store_url(std::string_view url) {
   u.reject_unknown();
   co.slot_key = "{" + c.prefix + "}";
   return c;
+}
+
+std::string append_script() {
+  return std::string(kPrologue) + kAppend;  // as redis_store.cpp's with_prologue(kAppend)
 }
 
 }  // namespace outpost::redis_store

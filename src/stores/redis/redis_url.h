@@ -27,4 +27,9 @@ struct StoreConfig {
 
 StoreConfig parse_store_url(std::string_view url);
 
+// The append script exactly as the store sends it (the prologue, then append.lua): what
+// `outpost schema` prints for applications that emit with EVAL inside their own MULTI
+// (docs/emit-contract.md). Defined here, not in redis_store.cpp, to keep that file small.
+std::string append_script();
+
 }  // namespace outpost::redis_store

@@ -144,4 +144,12 @@ int migrate(Conn& c, std::string_view file, const std::string& t, StoreOptions::
   return version;
 }
 
+std::string schema_text(const std::string& t) {
+  // The same texts in the same order as migrate() on a new file, so a file created from this
+  // script is indistinguishable from one outpost created.
+  std::string text = with_table(kSchemaV1, t) + with_table(kSchemaV2Step, t);
+  for (const std::string& table : {t, t + "_dead"}) text += with_table(kAddCrashes, table) + ";\n";
+  return text + with_table(kSchemaV3Done, t) + ";\n";
+}
+
 }  // namespace outpost::sqlite_store

@@ -19,4 +19,8 @@ inline constexpr int kSchemaVersion = 3;
 // did not make. `file` names the database in messages. Returns the outbox's version now.
 int migrate(Conn& c, std::string_view file, const std::string& table, StoreOptions::Open open);
 
+// The statements migrate() runs to create a new outbox `table` (a validated name), in order, as
+// one SQL script: what `outpost schema` prints (docs/emit-contract.md).
+std::string schema_text(const std::string& table);
+
 }  // namespace outpost::sqlite_store
