@@ -96,6 +96,8 @@ ConsumeBridge::ConsumeBridge(const ConsumeArgs& a, std::function<void(const std:
   o.on_notice = [](const std::string& m, bool warning) {
     log(m, {}, warning ? spdlog::level::warn : spdlog::level::info);
   };
+  // A seek: ids confirmed before it may come again (--reprocess), `sent` must not drop them.
+  o.on_moved = [this](const std::string&) { moved_ = true; };
   consumer_ = std::make_unique<Consumer>(*source, *store_, o);
 }
 
@@ -114,6 +116,10 @@ void ConsumeBridge::run() {
   std::unordered_set<EventId, EventIdHash> sent;
   std::deque<EventId> sent_order;
   ConsumerHandler deliver = [&](ConsumerBatch& batch) {
+    if (moved_.exchange(false)) {
+      sent.clear();
+      sent_order.clear();
+    }
     if (batch.size() == 0) return;  // only duplicates in this read
     events.clear();
     index.clear();

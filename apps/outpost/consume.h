@@ -5,6 +5,7 @@
 //
 // Thread safety: run() on one thread; stop(), counters() and status() from any thread.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -51,6 +52,7 @@ class ConsumeBridge final : public ConsumerProbe {
   std::unique_ptr<CheckpointStore> store_;
   std::unique_ptr<Source> touching_source_;  // source_ marking the loop alive, with metrics
   std::unique_ptr<Consumer> consumer_;
+  std::atomic<bool> moved_{false};  // an operator moved the group (ConsumerOptions::on_moved)
   // fn(checkpoint store) on the probe's own connection, reopened after a failure.
   template <class F>
   auto with_probe_store(F&& fn) const -> decltype(fn(std::declval<CheckpointStore&>()));

@@ -5,6 +5,9 @@
 //                     [--newest-first]                                          JSON lines
 //   outpost consumers --checkpoint STORE_URL retry --group NAME ID...|--all|FILTERS [--verbose]
 //   outpost consumers --checkpoint STORE_URL discard --group NAME ID...|--all|FILTERS [--verbose]
+//   outpost consumers --checkpoint STORE_URL seek --group NAME --to beginning|end|POSITION|TIME
+//                     [--from LOG_URL] [--reprocess]
+//   outpost consumers --checkpoint STORE_URL delete --group NAME [--from LOG_URL]
 // IDs are dead-letter row ids (the "row" of `dead`) or event ids; FILTERS are those of `outpost
 // events` (dead_letters.h). Dead letters print in the shape of `outpost events dead`.
 
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "consumer_groups.h"
 #include "dead_letters.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
@@ -42,6 +46,9 @@ struct ConsumersArgs {
   bool verbose = false;
   std::vector<std::string> ids;
   bool all = false;
+  std::string to;    // seek
+  std::string from;  // seek, delete: the group's log with its credentials
+  bool reprocess = false;
 };
 
 std::string dump(const nlohmann::ordered_json& j) {
@@ -200,12 +207,42 @@ int run_operation(CheckpointStore& store, const char* command, const ConsumersAr
   return kExitOk;
 }
 
+// The group's log: --from when given (the stored URL has its password redacted), else the URL
+// the group was bound to.
+std::unique_ptr<Source> open_group_log(CheckpointStore& store, const ConsumersArgs& a) {
+  if (!a.from.empty()) return open_source(a.from);
+  auto g = store.group(a.group);
+  if (!g) throw Error(ErrorCode::not_found, "consumers", "no consumer group '" + a.group + "'");
+  return open_source(g->source);
+}
+
+int run_seek(CheckpointStore& store, Source* from, const ConsumersArgs& a,
+             const SeekTarget& target) {
+  std::unique_ptr<Source> stored;
+  if (!from) from = (stored = open_group_log(store, a)).get();
+  GroupMove m = seek_consumer_group(store, *from, a.group, target, a.reprocess);
+  std::cout << "moved group '" << a.group << "' (" << m.source << ") from "
+            << shown_position(m.from) << " to " << shown_position(m.to) << "\n";
+  if (a.reprocess) std::cout << "its inbox was emptied: messages read again are handled again\n";
+  return kExitOk;
+}
+
+int run_delete(CheckpointStore& store, Source* from, const ConsumersArgs& a) {
+  std::unique_ptr<Source> stored;
+  if (!from) from = (stored = open_group_log(store, a)).get();
+  DeletedGroup d = delete_consumer_group(store, *from, a.group);
+  std::cout << "deleted group '" << a.group << "' (" << d.source << ", at "
+            << shown_position(d.position) << "): " << dead_letters(std::size_t(d.dead)) << ", "
+            << d.inbox << (d.inbox == 1 ? " inbox row" : " inbox rows") << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 Runner add_consumers_command(CLI::App& root) {
   auto a = std::make_shared<ConsumersArgs>();
-  CLI::App* sub =
-      root.add_subcommand("consumers", "Consumer groups: positions, lag, dead letters.");
+  CLI::App* sub = root.add_subcommand(
+      "consumers", "Consumer groups: positions, lag, dead letters; move or delete a group.");
   sub->add_option("--checkpoint", a->checkpoint,
                   "Checkpoint store URL (sqlite:PATH or postgresql://...)")
       ->required();
@@ -237,18 +274,48 @@ Runner add_consumers_command(CLI::App& root) {
                  "Print the row id of each dead letter acted on, one per line, before the count");
   }
 
-  return [a, list, dead, retry, discard] {
+  auto* seek = sub->add_subcommand(
+      "seek",
+      "Move a group: its consumer reads on from the start or end of its log, a position, or "
+      "the first message at or after a time");
+  seek->add_option("--group", a->group, "Consumer group")->required();
+  seek->add_option("--to", a->to,
+                   "beginning, end, a position of the log (as `list` shows: OFFSET@FILE, "
+                   "a stream entry id, PARTITION:OFFSET,..., a stream sequence) or an RFC 3339 "
+                   "time (2026-11-26T09:00:00Z)")
+      ->required();
+  seek->add_flag("--reprocess", a->reprocess,
+                 "Also empty the group's inbox, so messages it already handled are handled "
+                 "again when read (default: skipped as duplicates)");
+  auto* del = sub->add_subcommand(
+      "delete",
+      "Delete a group: its checkpoint, dead letters and inbox (and its hold on Redis Streams "
+      "trimming); a consumer started later begins afresh");
+  del->add_option("--group", a->group, "Consumer group")->required();
+  for (auto* op : {seek, del})
+    op->add_option("--from", a->from,
+                   "The group's log URL with its credentials (default: the URL the group "
+                   "recorded, password redacted)");
+
+  return [a, list, dead, retry, discard, seek, del] {
     // Arguments first, then the URL, before anything is opened.
     if (retry->parsed()) check_operation("retry", *a);
     if (discard->parsed()) check_operation("discard", *a);
     std::optional<DeadLetterFilter> filter;
     if (dead->parsed() && a->filter.given()) filter = DeadLetterFilter::from(a->filter);
+    std::optional<SeekTarget> target;
+    if (seek->parsed()) target = parse_seek_target(a->to);
     validate_checkpoint_store_url(a->checkpoint);
+    // --from is checked (and opened: no source connects before it is used) before the store.
+    std::unique_ptr<Source> from;
+    if ((seek->parsed() || del->parsed()) && !a->from.empty()) from = open_source(a->from);
     // Inspection and dead-letter edits need consumer state that is there: a wrong path or
     // database is exit 1 naming it, and nothing is created.
     auto store = open_checkpoint_store(a->checkpoint, CheckpointOpen::existing);
     if (list->parsed()) return run_list(*store, a->json);
     if (!has_group(*store, a->group)) return kExitRuntime;
+    if (seek->parsed()) return run_seek(*store, from.get(), *a, *target);
+    if (del->parsed()) return run_delete(*store, from.get(), *a);
     if (dead->parsed()) return run_dead(*store, *a, filter ? &*filter : nullptr);
     return run_operation(*store, retry->parsed() ? "retry" : "discard", *a);
   };

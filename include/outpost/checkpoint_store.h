@@ -44,6 +44,14 @@ struct ConsumerDeadLetter {
   TimePoint dead_at;
 };
 
+// What delete_group() removed.
+struct DeletedGroup {
+  std::string source;      // the URL the group read (redacted)
+  std::string position;    // its checkpoint
+  std::int64_t dead = 0;   // dead letters deleted
+  std::int64_t inbox = 0;  // inbox rows deleted (event ids it had handled)
+};
+
 // Where consumers keep their state, inbox, checkpoints and dead letters:
 //   sqlite:PATH[?prefix=outpost_consumer&busy_timeout_ms=30000]
 //   postgresql://user@host:port/db[?prefix=outpost_consumer&connect_timeout=…&sslmode=…]
@@ -71,6 +79,20 @@ class CheckpointStore {
   std::size_t retry_all(const std::string& group);
   std::size_t discard(const std::string& group, std::span<const std::string> ids);
   std::size_t discard_all(const std::string& group);
+
+  // Moves `group` to `position` (of its log: Source::position_for), the position it had
+  // returned; nullopt, nothing written, when there is no such group. A consumer of the group
+  // that runs notices before its next read or at its next commit (that batch is rolled back)
+  // and reads on from `position` (docs/consumers.md, "Moving and deleting a group"). The group's
+  // inbox stays, so messages it handled before are skipped as duplicates when read again, unless
+  // `reprocess` (the inbox rows of the group are deleted in the same transaction).
+  std::optional<std::string> seek(const std::string& group, const std::string& position,
+                                  bool reprocess = false);
+  // Deletes the group's checkpoint, dead letters and inbox rows in one transaction; nullopt,
+  // nothing deleted, when there is no such group. A consumer of the group that runs stops at
+  // its next read or commit with Error(not_found) (nothing of that batch committed); one
+  // started later begins the group afresh.
+  std::optional<DeletedGroup> delete_group(const std::string& group);
 
   // Runs fn(tx) in a transaction of its own on the store's database (TxHandle::sqlite or
   // ::postgres, as batch.tx() is) and commits it; rolls it back and rethrows when fn throws. For

@@ -121,6 +121,11 @@ struct ConsumerOptions {
   // the destination down (warning) and back; the log or checkpoint store failing (warning) and
   // working again. Must not throw; may be called from the read-ahead thread.
   std::function<void(const std::string&, bool warning)> on_notice;
+  // An operator moved the group (`outpost consumers seek`, CheckpointStore::seek) to
+  // `position`; the consumer reads on from there. What a handler remembers of messages it saw
+  // (ids it delivered) no longer says what comes next: with --reprocess they come again. Called
+  // on the consumer's thread, between batches. Must not throw.
+  std::function<void(const std::string& position)> on_moved;
   // Test hook: called just before each commit that carries handler effects.
   std::function<void()> before_commit;
 };

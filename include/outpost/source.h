@@ -24,6 +24,13 @@ struct Message {
   std::string parse_error;  // not empty: not an outpost event; parked, never handed to you
 };
 
+// Where `outpost consumers seek` moves a group (docs/consumers.md, "Moving and deleting a group").
+struct SeekTarget {
+  enum class Kind { beginning, end, position, time } kind = Kind::beginning;
+  std::string position;  // Kind::position: a position of the source, as its checkpoints are
+  TimePoint time{};      // Kind::time: the first message at or after it is read next
+};
+
 // A log a consumer reads. Positions are opaque text (a byte offset, a stream id, offsets per
 // partition); "" means the beginning.
 class Source {
@@ -47,6 +54,18 @@ class Source {
   virtual void committed(const std::string& /*group*/, const std::string& /*position*/) {}
   // `group` is retired: drop any registration committed() made (or trimming stops at it).
   virtual void retire(const std::string& /*group*/) {}
+  // The position a group moved to `target` reads on from, in the log as it is now (its first
+  // or last message, the message just before the first one at or after a time). Kind::position
+  // is checked and returned as given. Throws ConfigError for a malformed position (naming it),
+  // ConnectionError and the like when the log cannot be read. Default: "" (the beginning) for
+  // Kind::beginning, ConfigError for the rest.
+  virtual std::string position_for(const SeekTarget& target);
+  // An operator moved `group` to `position`, or deleted it (nullopt): the registration
+  // committed() keeps follows at once (Redis Streams: the group's field in
+  // `<stream>:checkpoints`, set or deleted, so trimming neither removes what the group will
+  // read again nor waits for a deleted group). Unlike committed(), throws when it fails.
+  virtual void set_registration(const std::string& /*group*/,
+                                const std::optional<std::string>& /*position*/) {}
   // True for sources whose consumer processes may share a group, each owning part of the log
   // (Kafka partitions): their position is merged into the stored one (merge()) instead of
   // replacing it.

@@ -150,10 +150,19 @@ SqlTx CheckpointStore::Impl::begin() {
 
 std::optional<CheckpointStore::Impl::Checkpoint> CheckpointStore::Impl::load(
     const SqlTx& tx, const std::string& group) {
-  auto rows = tx.query("SELECT source, position FROM " + table("_checkpoints") + " WHERE grp = $1",
-                       {group});
+  auto rows = tx.query(
+      "SELECT source, position, gen FROM " + table("_checkpoints") + " WHERE grp = $1", {group});
   if (rows.empty()) return std::nullopt;
-  return Checkpoint{str(rows[0][0]), str(rows[0][1])};
+  return Checkpoint{str(rows[0][0]), str(rows[0][1]), to_i64(rows[0][2])};
+}
+
+bool CheckpointStore::Impl::save_at(const SqlTx& tx, const std::string& group,
+                                    const std::string& source, const std::string& position,
+                                    std::int64_t gen) {
+  return tx.exec("UPDATE " + table("_checkpoints") +
+                     " SET source = $2, position = $3, updated_at = " + tx.now_ms() +
+                     " WHERE grp = $1 AND gen = CAST($4 AS BIGINT)",
+                 {group, source, position, std::to_string(gen)}) == 1;
 }
 
 void CheckpointStore::Impl::save(const SqlTx& tx, const std::string& group,
@@ -290,6 +299,49 @@ std::size_t CheckpointStore::discard_all(const std::string& group) {
   return impl_->in_tx([&](SqlTx& tx) {
     return static_cast<std::size_t>(
         tx.exec("DELETE FROM " + impl_->table("_dead") + " WHERE grp = $1", {group}));
+  });
+}
+
+std::optional<std::string> CheckpointStore::seek(const std::string& group,
+                                                 const std::string& position, bool reprocess) {
+  // A program that only used checkpoints may have no inbox table: nothing to forget there.
+  const bool inbox = impl_->conn->has_table(impl_->table("_inbox"));
+  return impl_->in_tx([&](SqlTx& tx) -> std::optional<std::string> {
+    consume::ensure_checkpoint_generation(tx, impl_->prefix);
+    // FOR UPDATE on PostgreSQL: the position printed as the old one is the one replaced (a
+    // consumer's commit in between waits or makes this wait). SQLite's BEGIN IMMEDIATE already
+    // holds the write lock.
+    auto rows =
+        tx.query("SELECT position FROM " + impl_->table("_checkpoints") + " WHERE grp = $1" +
+                     (tx.dialect() == consume::Dialect::postgres ? " FOR UPDATE" : ""),
+                 {group});
+    if (rows.empty()) return std::nullopt;
+    tx.exec("UPDATE " + impl_->table("_checkpoints") + " SET position = $2, gen = gen + 1, " +
+                "updated_at = " + tx.now_ms() + " WHERE grp = $1",
+            {group, position});
+    if (reprocess && inbox) {
+      tx.exec("DELETE FROM " + impl_->table("_inbox") + " WHERE consumer = $1", {group});
+    }
+    return str(rows[0][0]);
+  });
+}
+
+std::optional<DeletedGroup> CheckpointStore::delete_group(const std::string& group) {
+  const bool inbox = impl_->conn->has_table(impl_->table("_inbox"));
+  return impl_->in_tx([&](SqlTx& tx) -> std::optional<DeletedGroup> {
+    auto rows = tx.query("SELECT source, position FROM " + impl_->table("_checkpoints") +
+                             " WHERE grp = $1" +
+                             (tx.dialect() == consume::Dialect::postgres ? " FOR UPDATE" : ""),
+                         {group});
+    if (rows.empty()) return std::nullopt;
+    DeletedGroup d;
+    d.source = str(rows[0][0]);
+    d.position = str(rows[0][1]);
+    tx.exec("DELETE FROM " + impl_->table("_checkpoints") + " WHERE grp = $1", {group});
+    d.dead = tx.exec("DELETE FROM " + impl_->table("_dead") + " WHERE grp = $1", {group});
+    if (inbox)
+      d.inbox = tx.exec("DELETE FROM " + impl_->table("_inbox") + " WHERE consumer = $1", {group});
+    return d;
   });
 }
 

@@ -45,10 +45,15 @@ struct CheckpointStore::Impl {
 
   struct Checkpoint {
     std::string source, position;
+    std::int64_t gen = 0;  // bumped by each seek (CheckpointStore::seek)
   };
   std::optional<Checkpoint> load(const consume::SqlTx& tx, const std::string& group);
   void save(const consume::SqlTx& tx, const std::string& group, const std::string& source,
             const std::string& position);
+  // save() of a group that is at generation `gen`: false (nothing written) when an operator
+  // moved or deleted it since (docs/consumers.md, "Moving and deleting a group").
+  bool save_at(const consume::SqlTx& tx, const std::string& group, const std::string& source,
+               const std::string& position, std::int64_t gen);
   void park(const consume::SqlTx& tx, const std::string& group, const Message& m, int attempts,
             const std::string& error);
   // Keys (non-empty) with a parked or retry-pending message in `group`.

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "consume/checkpoint_store.h"
 #include "consume/decisions.h"
@@ -46,6 +48,10 @@ const ConsumerOptions& validated(const ConsumerOptions& o) {
   return o;
 }
 
+struct GroupMoved {      // an operator moved the group while this consumer ran
+  std::string position;  // where it is now
+};
+
 }  // namespace
 
 struct Consumer::Impl {
@@ -66,6 +72,9 @@ struct Consumer::Impl {
   bool stopping = false;      // guarded by mu
   ConsumerCounters counters;  // guarded by mu
   bool loaded = false;
+  // The group's generation when loaded (nullopt: it had no checkpoint yet), and the one the
+  // first commit found, taken over once that commit is through (committed()).
+  std::optional<std::int64_t> gen, gen_committing;
   SteadyClock::time_point next_purge{};
   std::set<std::string> held;           // keys with a parked message (ordered mode)
   consume::ReadAhead* ahead = nullptr;  // set while run() reads ahead
@@ -142,18 +151,47 @@ struct Consumer::Impl {
     return backoff_delay(attempt, options.backoff_base, options.backoff_max);
   }
 
-  // The checkpoint write, merged with the stored one for sources that share a group.
+  // The checkpoint write, merged with the stored one for sources that share a group; only at
+  // the generation loaded: after an operator's seek or delete it throws GroupMoved or deleted()
+  // and the batch rolls back (docs/consumers.md, "Moving and deleting a group").
   void save(const SqlTx& tx, const std::string& position) {
     std::string value = position;
     if (source.partitioned()) {
       auto stored = store.load(tx, options.group);
       value = source.merge(stored ? stored->position : std::string(), position);
     }
-    store.save(tx, options.group, source.url(), value);
+    if (!gen) {  // no checkpoint when loaded: the first commit creates it (or another member did)
+      store.save(tx, options.group, source.url(), value);
+      auto now = store.load(tx, options.group);
+      gen_committing = now ? now->gen : 0;
+      return;
+    }
+    if (store.save_at(tx, options.group, source.url(), value, *gen)) return;
+    auto now = store.load(tx, options.group);
+    if (!now) throw deleted();
+    throw GroupMoved{now->position};
+  }
+
+  Error deleted() const {  // not retryable: the consumer stops (`outpost consume`: exit 1)
+    return Error(ErrorCode::not_found, "consumer",
+                 "consumer group '" + options.group +
+                     "' was deleted while this consumer ran (`outpost consumers delete`); "
+                     "nothing of the batch in flight was committed");
+  }
+
+  // Said once per move; the caller loads the group again.
+  void moved(const std::string& position) {
+    loaded = false;
+    if (options.on_moved) options.on_moved(position);
+    notice("moved by an operator (`outpost consumers seek`) to " +
+               (position.empty() ? std::string("the beginning") : position) +
+               "; a batch in flight was rolled back; reading on from there",
+           true);
   }
 
   // The source learns what committed; while a read runs ahead, after that read (ReadAhead).
   void committed(const std::string& position) {
+    if (gen_committing) gen = std::exchange(gen_committing, std::nullopt);
     if (ahead)
       ahead->committed(options.group, position);
     else
@@ -176,6 +214,8 @@ struct Consumer::Impl {
             notice("group '" + group + "': " + m, warning);
           });
     source.seek(cp ? cp->position : std::string());
+    gen = cp ? std::optional<std::int64_t>(cp->gen) : std::nullopt;
+    gen_committing.reset();
     source.set_checkpoint_reader([this] {
       auto now = store.in_tx([&](SqlTx& tx) { return store.load(tx, options.group); });
       return now ? now->position : std::string();
@@ -348,9 +388,22 @@ struct Consumer::Impl {
   }
 
   // Dead letters an operator asked to retry, in row order, before new messages.
-  void handle_retries(const ConsumerHandler& handler) {
-    auto rows = store.in_tx(
-        [&](SqlTx& tx) { return store.retries(tx, options.group, options.batch_size); });
+  // False, having retried nothing, when an operator moved the group since it was loaded (the
+  // caller loads it again); deleted() when it was deleted. In the transaction that looks for
+  // retries, so an idle consumer notices too, at no extra cost.
+  bool handle_retries(const ConsumerHandler& handler) {
+    std::optional<CheckpointStore::Impl::Checkpoint> now;
+    auto rows = store.in_tx([&](SqlTx& tx) {
+      if (gen) now = store.load(tx, options.group);
+      return store.retries(tx, options.group, options.batch_size);
+    });
+    if (gen) {
+      if (!now) throw deleted();
+      if (now->gen != *gen) {
+        moved(now->position);
+        return false;
+      }
+    }
     std::set<std::string> failed_keys;
     for (const auto& row : rows) {
       std::vector<Message> one{consume::decode_message(row.payload, row.position)};
@@ -363,7 +416,7 @@ struct Consumer::Impl {
         continue;
       }
       for (int tries = 1;; ++tries) {
-        if (dest.down() && !wait_probe()) return;  // the destination is down: this one probes
+        if (dest.down() && !wait_probe()) return true;  // the destination is down: this one probes
         std::string error = m.parse_error;
         bool ok = false;
         TxOutcome r;
@@ -416,9 +469,10 @@ struct Consumer::Impl {
           if (!m.event.key.empty()) failed_keys.insert(m.event.key);
           break;
         }
-        if (!pause(backoff(tries))) return;
+        if (!pause(backoff(tries))) return true;
       }
     }
+    return true;
   }
 
   std::size_t handle(std::vector<Message>& msgs, const ConsumerHandler& handler) {
@@ -426,6 +480,8 @@ struct Consumer::Impl {
     count([&](auto& c) { c.read += msgs.size(); });
     try {
       process(msgs, handler);
+    } catch (const GroupMoved& m) {
+      moved(m.position);  // nothing of the batch committed: read on from where the group is now
     } catch (...) {
       // The source has read past what committed: seek back to the checkpoint before reading
       // on, or a later run()/run_once() of this Consumer would skip the rest of the batch.
@@ -438,7 +494,7 @@ struct Consumer::Impl {
   std::size_t run_once(const ConsumerHandler& handler) {
     if (!loaded) load();
     purge_if_due();
-    handle_retries(handler);
+    if (!handle_retries(handler)) load();  // moved: read from where the group is now
     auto msgs = source.read(options.batch_size, options.poll);
     return handle(msgs, handler);
   }
@@ -452,7 +508,11 @@ struct Consumer::Impl {
     }
     if (!reader.in_flight()) reader.request(options.batch_size, options.poll);
     purge_if_due();
-    handle_retries(handler);
+    if (!handle_retries(handler)) {  // moved: drop what was read ahead, read from there
+      reader.quiesce();
+      load();
+      reader.request(options.batch_size, options.poll);
+    }
     auto msgs = reader.take();
     if (!msgs.empty() && !stop_requested()) reader.request(options.batch_size, options.poll);
     return handle(msgs, handler);

@@ -161,6 +161,56 @@ class FileSource final : public Source {
     return lines;
   }
 
+  // The file at the path only: a group moved to its beginning or to a time does not go back
+  // into rotated files (docs/consumers.md, "Moving and deleting a group").
+  std::string position_for(const SeekTarget& t) override {
+    LogFile current = open_log_file(path_);
+    if (t.kind == SeekTarget::Kind::position) {
+      Checkpoint cp = parse_position(t.position);  // ConfigError naming it
+      // In the file at the path (when it names that one), a position is the start of a line.
+      if (current && (!cp.id || current.id.same_file(*cp.id))) {
+        auto st = fstat_or_throw(current.fd.get(), path_);
+        char before = '\n';
+        if (cp.offset > st.st_size ||
+            (cp.offset > 0 && pread_full(current.fd.get(), &before, 1, cp.offset - 1) != 1) ||
+            before != '\n')
+          throw ConfigError("file source: position '" + t.position +
+                            "' is not the start of a line of '" + path_ + "' (" +
+                            std::to_string(st.st_size) + " bytes)");
+      }
+      return t.position;
+    }
+    if (!current) return "";  // no log yet: its beginning
+    auto at = [&](std::int64_t offset) {
+      return std::to_string(offset) + "@" + current.identity().text();
+    };
+    if (t.kind == SeekTarget::Kind::beginning) return at(0);
+    // The end (after the last whole line), or the start of the first whole line whose event
+    // occurred at or after t.time.
+    std::int64_t line_start = 0, end = 0;
+    std::string line;
+    std::string buf(1 << 20, '\0');
+    for (std::int64_t pos = 0;;) {
+      ssize_t n = pread_full(current.fd.get(), buf.data(), buf.size(), pos);
+      if (n <= 0) break;
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] != '\n') {
+          line += buf[i];
+          continue;
+        }
+        end = pos + i + 1;
+        if (t.kind == SeekTarget::Kind::time) {
+          Message m = decode_message(std::move(line), "");
+          if (m.parse_error.empty() && m.event.occurred_at >= t.time) return at(line_start);
+        }
+        line.clear();
+        line_start = end;
+      }
+      pos += n;
+    }
+    return at(end);
+  }
+
  private:
   void notice(const std::string& m, bool warning) {
     if (notice_) notice_("file log '" + path_ + "': " + m, warning);

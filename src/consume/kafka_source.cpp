@@ -9,9 +9,11 @@
 #include <librdkafka/rdkafka.h>
 
 #include <charconv>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "consume/message.h"
 #include "consume/sources.h"
@@ -192,6 +194,61 @@ class KafkaSource final : public Source {
     }
     rd_kafka_metadata_destroy(md);
     return ok ? std::optional<std::int64_t>(lag) : std::nullopt;
+  }
+
+  // Offsets of every partition of the topic: the low watermarks (beginning), the high ones
+  // (end), or the first offset whose timestamp is at or after a time (Kafka's ListOffsets, the
+  // broker's or the producer's timestamp as the topic keeps them; the high watermark where none
+  // is that late).
+  std::string position_for(const SeekTarget& t) override {
+    if (t.kind == SeekTarget::Kind::position) {
+      parse_offsets(t.position);  // ConfigError naming it
+      return t.position;
+    }
+    if (!meta_) meta_ = start(false);
+    const int timeout = static_cast<int>(c_.timeout.count());
+    rd_kafka_topic_t* topic = rd_kafka_topic_new(meta_.get(), c_.topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    auto err = rd_kafka_metadata(meta_.get(), 0, topic, &md, timeout);
+    rd_kafka_topic_destroy(topic);
+    if (err)
+      throw ConnectionError(
+          "kafka", "kafka source: metadata of topic '" + c_.topic + "': " + rd_kafka_err2str(err));
+    std::vector<std::int32_t> partitions;
+    bool ok = md->topic_cnt == 1 && !md->topics[0].err;
+    for (int i = 0; ok && i < md->topics[0].partition_cnt; ++i)
+      partitions.push_back(md->topics[0].partitions[i].id);
+    rd_kafka_metadata_destroy(md);
+    if (!ok || partitions.empty())
+      throw Error(ErrorCode::not_found, "kafka", "topic '" + c_.topic + "' does not exist");
+    Offsets out;
+    for (std::int32_t p : partitions) {
+      std::int64_t low = 0, high = 0;
+      if (auto e = rd_kafka_query_watermark_offsets(meta_.get(), c_.topic.c_str(), p, &low, &high,
+                                                    timeout))
+        throw ConnectionError("kafka", "kafka source: watermarks of partition " +
+                                           std::to_string(p) + ": " + rd_kafka_err2str(e));
+      out[p] = t.kind == SeekTarget::Kind::beginning ? low : high;
+    }
+    if (t.kind == SeekTarget::Kind::time) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time.time_since_epoch());
+      rd_kafka_topic_partition_list_t* parts =
+          rd_kafka_topic_partition_list_new(static_cast<int>(partitions.size()));
+      for (std::int32_t p : partitions)
+        rd_kafka_topic_partition_list_add(parts, c_.topic.c_str(), p)->offset = ms.count();
+      auto e = rd_kafka_offsets_for_times(meta_.get(), parts, timeout);
+      std::string why = e ? rd_kafka_err2str(e) : "";
+      for (int i = 0; why.empty() && i < parts->cnt; ++i) {
+        const auto& tp = parts->elems[i];
+        if (tp.err)
+          why = "partition " + std::to_string(tp.partition) + ": " + rd_kafka_err2str(tp.err);
+        else if (tp.offset >= 0)
+          out[tp.partition] = tp.offset;  // else none that late: the end
+      }
+      rd_kafka_topic_partition_list_destroy(parts);
+      if (!why.empty()) throw ConnectionError("kafka", "kafka source: offsets for time: " + why);
+    }
+    return format_offsets(out);
   }
 
  private:

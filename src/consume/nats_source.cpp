@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 
@@ -124,6 +125,39 @@ class NatsSource final : public Source {
     auto pending = static_cast<std::int64_t>(ci->NumPending);
     js_DeleteConsumer(js_.get(), c_.stream.c_str(), ci->Name, nullptr, nullptr);
     return pending;
+  }
+
+  // The server places a consumer created with a deliver policy (all, new, by start time) and
+  // reports the sequence before its first message as delivered: the position a group reads on
+  // from. The consumer is deleted at once.
+  std::string position_for(const SeekTarget& t) override {
+    if (t.kind == SeekTarget::Kind::position) {
+      parse_sequence(t.position);  // ConfigError naming it
+      return t.position;
+    }
+    if (!js_) connect();
+    jsConsumerConfig cc;
+    init_consumer_config(cc, c_, 1);
+    if (t.kind == SeekTarget::Kind::end) {
+      cc.DeliverPolicy = js_DeliverNew;
+    } else if (t.kind == SeekTarget::Kind::time) {
+      cc.DeliverPolicy = js_DeliverByStartTime;
+      cc.OptStartTime =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t.time.time_since_epoch()).count();
+    }
+    jsConsumerInfo* raw = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_AddConsumer(&raw, js_.get(), c_.stream.c_str(), &cc, nullptr, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr)
+      throw Error(ErrorCode::not_found, "nats",
+                  c_.where + ": stream '" + c_.stream + "' does not exist");
+    if (s != NATS_OK)
+      throw ConnectionError("nats", c_.where + ": create consumer: " + status_text(s) +
+                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+    std::unique_ptr<jsConsumerInfo, ConsumerInfoDeleter> ci(raw);
+    auto before = ci->Delivered.Stream;
+    js_DeleteConsumer(js_.get(), c_.stream.c_str(), ci->Name, nullptr, nullptr);
+    return std::to_string(before);
   }
 
  private:

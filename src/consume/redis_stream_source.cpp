@@ -8,6 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <string_view>
+
 #include "consume/sources.h"
 #include "outpost/error.h"
 #include "outpost/json.h"
@@ -75,6 +79,18 @@ Message to_message(const redisReply* entry) {
   return m;
 }
 
+// MS-SEQ or MS, decimal, as XADD makes them.
+bool entry_id(const std::string& text) {
+  auto digits = [](std::string_view d) {
+    return !d.empty() && d.size() <= 20 &&
+           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  auto dash = text.find('-');
+  if (dash == std::string::npos) return digits(text);
+  return digits(std::string_view(text).substr(0, dash)) &&
+         digits(std::string_view(text).substr(dash + 1));
+}
+
 class RedisStreamSource final : public Source {
  public:
   explicit RedisStreamSource(Config c) : c_(std::move(c)) {}
@@ -123,6 +139,41 @@ class RedisStreamSource final : public Source {
     } catch (const Error&) {
       // The next commit registers again; until then trimming stops at the older position.
     }
+  }
+
+  // Entry ids: "0-0" is the beginning (XREAD reads after it); a time T is the entry just before
+  // the first one added at or after T (ids begin with their XADD's milliseconds).
+  std::string position_for(const SeekTarget& t) override {
+    using K = SeekTarget::Kind;
+    if (t.kind == K::position) {
+      if (!entry_id(t.position))
+        throw ConfigError("redis-stream source: position '" + t.position +
+                          "' is not a stream entry id (MS-SEQ, e.g. 1764000000000-0)");
+      return t.position;
+    }
+    if (t.kind == K::beginning) return "0-0";
+    std::string before = "+";
+    if (t.kind == K::time) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time.time_since_epoch());
+      ReplyPtr first =
+          command({"XRANGE", c_.stream,
+                   std::to_string(std::max<std::int64_t>(ms.count(), 0)) + "-0", "+", "COUNT", "1"},
+                  Duration(0));
+      if (first->type == REDIS_REPLY_ARRAY && first->elements > 0)
+        before = "(" + str(first->element[0]->element[0]);
+    }
+    ReplyPtr last = command({"XREVRANGE", c_.stream, before, "-", "COUNT", "1"}, Duration(0));
+    if (last->type == REDIS_REPLY_ARRAY && last->elements > 0)
+      return str(last->element[0]->element[0]);
+    return "0-0";
+  }
+
+  void set_registration(const std::string& group,
+                        const std::optional<std::string>& position) override {
+    if (position)
+      command({"HSET", c_.stream + ":checkpoints", group, *position}, Duration(0));
+    else
+      command({"HDEL", c_.stream + ":checkpoints", group}, Duration(0));
   }
 
  private:

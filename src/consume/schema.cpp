@@ -69,6 +69,29 @@ void ensure_inbox_table(const SqlTx& tx, const std::string& t) {
              " (consumer, recorded_at)");
 }
 
+void ensure_checkpoint_generation(const SqlTx& tx, const std::string& p) {
+  const std::string table = p + "_checkpoints";
+  const std::string key = table + ".gen";
+  {
+    std::lock_guard lock(known_mu);
+    if (known.count({tx.handle().native(), key})) return;
+  }
+  bool has = !(tx.dialect() == Dialect::sqlite
+                   ? tx.query("SELECT 1 FROM pragma_table_info($1) WHERE name = 'gen'", {table})
+                   : tx.query("SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
+                              "attname = 'gen' AND NOT attisdropped",
+                              {table}))
+                  .empty();
+  if (!has) {
+    tx.script("ALTER TABLE " + table + " ADD COLUMN " +
+              (tx.dialect() == Dialect::postgres ? "IF NOT EXISTS " : "") +
+              "gen BIGINT NOT NULL DEFAULT 0");
+    if (tx.dialect() == Dialect::sqlite) return;  // the transaction may still roll it back
+  }
+  std::lock_guard lock(known_mu);
+  known.insert({tx.handle().native(), key});
+}
+
 void ensure_consumer_tables(const SqlTx& tx, const std::string& p) {
   create(tx, p + "_checkpoints",
          "CREATE TABLE IF NOT EXISTS " + p +
@@ -82,6 +105,7 @@ void ensure_consumer_tables(const SqlTx& tx, const std::string& p) {
              "payload TEXT NOT NULL, state TEXT NOT NULL, dead_at BIGINT NOT NULL); "
              "CREATE INDEX IF NOT EXISTS " +
              p + "_dead_grp ON " + p + "_dead (grp, state, msg_key)");
+  ensure_checkpoint_generation(tx, p);
 }
 
 }  // namespace outpost::consume

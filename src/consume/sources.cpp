@@ -6,6 +6,12 @@
 
 namespace outpost {
 
+std::string Source::position_for(const SeekTarget& target) {
+  if (target.kind == SeekTarget::Kind::beginning) return "";
+  throw ConfigError("the " + std::string(name()) +
+                    " source cannot move a group to an end, a position or a time");
+}
+
 std::vector<std::string> source_schemes() {
   std::vector<std::string> schemes{"file"};
 #ifdef OUTPOST_CONSUME_HAVE_REDIS

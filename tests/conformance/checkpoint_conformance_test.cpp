@@ -11,14 +11,20 @@
 //   log; two store objects on one database share it all;
 // - consumer dead letters: parked with their error, attempts, key, position and payload; retry
 //   (by row id or event id, or all) hands them to the next run, discard removes them; ids that
-//   are neither are refused before anything changes.
+//   are neither are refused before anything changes;
+// - operators move a group (seek) and delete it: a running consumer of the group notices at its
+//   next commit (that batch rolls back; after a seek it reads on from the new position, after a
+//   delete it stops), the inbox stays unless asked, and checkpoint tables of an earlier version
+//   (without the generation column) are brought up to date.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "case_available.h"
@@ -47,6 +53,7 @@ class VectorSource : public Source {
     next_ = position.empty() ? 0 : std::stoul(position);
   }
   std::vector<Message> read(std::size_t max, Duration) override {
+    if (auto hook = std::exchange(on_read, nullptr)) hook();
     std::vector<Message> out;
     while (next_ < log_.size() && out.size() < max) out.push_back(log_[next_++]);
     return out;
@@ -55,6 +62,7 @@ class VectorSource : public Source {
     return static_cast<std::int64_t>(log_.size()) -
            static_cast<std::int64_t>(position.empty() ? 0 : std::stoul(position));
   }
+  std::function<void()> on_read;  // runs once, at the start of the next read
 
  private:
   std::string url_;
@@ -305,6 +313,120 @@ TEST_P(CheckpointConformance, DeadLettersAreListedRetriedAndDiscarded) {
   EXPECT_EQ(store->discard_all("g"), 1u);
   EXPECT_TRUE(store->dead("g", 10).empty());
   EXPECT_EQ(store->discard_all("g"), 0u);
+}
+
+TEST_P(CheckpointConformance, SeekMovesAGroupAndARunningConsumerReadsOnFromThere) {
+  std::vector<Message> log;
+  for (int i = 0; i < 6; ++i) log.push_back(message("k" + std::to_string(i), "p"));
+  VectorSource source("seek", log);
+  auto store = open();
+  auto o = options();
+  o.batch_size = 2;
+  std::vector<std::string> notices;
+  o.on_notice = [&](const std::string& m, bool) { notices.push_back(m); };
+  Consumer consumer(source, *store, o);
+  ASSERT_EQ(consumer.run_once(recorder()), 2u);
+  auto operator_store = open(CheckpointOpen::existing);  // as `outpost consumers` opens it
+  ASSERT_EQ(store->group("g")->position, "2");
+
+  // No such group: nothing written, no group made.
+  EXPECT_FALSE(operator_store->seek("nope", "1"));
+  EXPECT_FALSE(operator_store->group("nope"));
+  // Moved while the running consumer reads 3 and 4 from its own position: its commit finds the
+  // group moved, the batch (effects, inbox rows, checkpoint) rolls back, it reads on from 5.
+  source.on_read = [&] {
+    EXPECT_EQ(operator_store->seek("g", "5"), std::optional<std::string>("2"));
+  };
+  EXPECT_EQ(consumer.run_once(recorder()), 2u);
+  EXPECT_EQ(store->group("g")->position, "5");
+  EXPECT_EQ(effects(*store).size(), 2u);
+  ASSERT_FALSE(notices.empty());
+  EXPECT_NE(notices.back().find("moved by an operator"), std::string::npos) << notices.back();
+  drain(consumer, recorder());
+  EXPECT_EQ(store->group("g")->position, "6");
+  auto seen = effects(*store);
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen.count(log[5].event.id.str()), 1u);
+  EXPECT_EQ(seen.count(log[2].event.id.str()), 0u);
+
+  // Moved while idle (at the end of its log): noticed before the next read.
+  // Back to the beginning: what the group handled stays in its inbox and is skipped...
+  EXPECT_EQ(operator_store->seek("g", ""), std::optional<std::string>("6"));
+  drain(consumer, recorder());
+  seen = effects(*store);
+  EXPECT_EQ(seen.size(), 6u);
+  for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << id;
+  // ...unless the inbox is emptied too: then every message is handled again.
+  EXPECT_EQ(operator_store->seek("g", "", true), std::optional<std::string>("6"));
+  drain(consumer, recorder());
+  seen = effects(*store);
+  for (const auto& [id, n] : seen) EXPECT_EQ(n, 2) << id;
+  EXPECT_EQ(store->group("g")->position, "6");
+}
+
+TEST_P(CheckpointConformance, DeleteRemovesAGroupsStateAndARunningConsumerStops) {
+  std::vector<Message> log{message("a", "p"), message("b", "bad"), message("c", "p"),
+                           message("d", "p")};
+  VectorSource source("delete", log);
+  auto store = open();
+  auto o = options();
+  o.batch_size = 2;
+  o.ordered = false;
+  Consumer consumer(source, *store, o);
+  ASSERT_EQ(consumer.run_once(recorder()), 2u);
+  auto operator_store = open(CheckpointOpen::existing);
+  VectorSource other("other", log);
+  Consumer bystander(other, *store, options("h"));
+  drain(bystander, recorder());
+
+  EXPECT_FALSE(operator_store->delete_group("nope"));
+  auto d = operator_store->delete_group("g");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->source, "vector:delete");
+  EXPECT_EQ(d->position, "2");
+  EXPECT_EQ(d->dead, 1);
+  EXPECT_EQ(d->inbox, 2);  // both ids: a parked message's id stays in the inbox
+  EXPECT_FALSE(operator_store->group("g"));
+  EXPECT_TRUE(operator_store->dead("g", 10).empty());
+  EXPECT_FALSE(operator_store->delete_group("g"));
+  ASSERT_TRUE(operator_store->group("h")) << "other groups are untouched";
+  EXPECT_EQ(operator_store->group("h")->dead, 1);
+
+  // The running consumer stops at its next commit, which rolls back; the group stays deleted.
+  try {
+    consumer.run_once(recorder());
+    ADD_FAILURE() << "the consumer of a deleted group read on";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::not_found) << e.what();
+    EXPECT_FALSE(e.retryable());
+  }
+  EXPECT_FALSE(store->group("g"));
+  // A consumer started later begins the group afresh: everything is handled again.
+  Consumer fresh(source, *store, o);
+  drain(fresh, recorder());
+  EXPECT_EQ(store->group("g")->position, "4");
+  EXPECT_EQ(effects(*store)[log[0].event.id.str()], 3);  // g twice, h once
+}
+
+TEST_P(CheckpointConformance, CheckpointTablesOfAnEarlierVersionCanBeMoved) {
+  {
+    auto old = open();
+    old->transaction([&](TxHandle h) {
+      SqlTx tx(h);
+      tx.exec("ALTER TABLE " + old->prefix() + "_checkpoints DROP COLUMN gen");
+      tx.exec("INSERT INTO " + old->prefix() +
+              "_checkpoints (grp, source, position, updated_at) VALUES ('g', 'vector:old', '3', "
+              "0)");
+    });
+  }
+  auto store = open(CheckpointOpen::existing);
+  EXPECT_EQ(store->seek("g", "1"), std::optional<std::string>("3"));
+  VectorSource source("old", {message("a", "p"), message("b", "p"), message("c", "p")});
+  auto consumers = open();
+  Consumer consumer(source, *consumers, options());
+  drain(consumer, recorder());
+  EXPECT_EQ(effects(*consumers).size(), 2u);
+  EXPECT_EQ(consumers->group("g")->position, "3");
 }
 
 TEST_P(CheckpointConformance, ATransactionCommitsWhatItWroteOrNothingWhenItThrows) {
