@@ -40,6 +40,13 @@ class SourceWrapper : public Source {
     target_->committed(group, position);
   }
   void retire(const std::string& group) override { target_->retire(group); }
+  std::string position_for(const SeekTarget& target) override {
+    return target_->position_for(target);
+  }
+  void set_registration(const std::string& group,
+                        const std::optional<std::string>& position) override {
+    target_->set_registration(group, position);
+  }
   bool partitioned() const override { return target_->partitioned(); }
   std::string merge(const std::string& stored, const std::string& mine) const override {
     return target_->merge(stored, mine);

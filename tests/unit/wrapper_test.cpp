@@ -59,6 +59,11 @@ class ChattySource final : public Source {
   std::optional<std::int64_t> lag(const std::string&) override { return 7; }
   void committed(const std::string& group, const std::string&) override { last_group = group; }
   void retire(const std::string& group) override { retired = group; }
+  std::string position_for(const SeekTarget& t) override { return "at:" + t.position; }
+  void set_registration(const std::string& group,
+                        const std::optional<std::string>& position) override {
+    registered = group + "=" + position.value_or("none");
+  }
   bool partitioned() const override { return true; }
   std::string merge(const std::string& stored, const std::string& mine) const override {
     return stored + "+" + mine;
@@ -70,7 +75,7 @@ class ChattySource final : public Source {
   void set_notice(std::function<void(const std::string&, bool)> n) override {
     notice = std::move(n);
   }
-  std::string last_group, retired;
+  std::string last_group, retired, registered;
   std::function<std::string()> checkpoint_reader;
   std::function<void(const std::string&, bool)> notice;
 };
@@ -199,6 +204,9 @@ TEST(ForwardingBases, ASourceWrapperThatChangesNothingIsTheWrappedSource) {
   EXPECT_EQ(inner.last_group, "g");
   wrapper.retire("g2");
   EXPECT_EQ(inner.retired, "g2");
+  EXPECT_EQ(wrapper.position_for({SeekTarget::Kind::position, "5", {}}), "at:5");
+  wrapper.set_registration("g3", std::nullopt);
+  EXPECT_EQ(inner.registered, "g3=none");
   wrapper.set_checkpoint_reader([] { return std::string("cp"); });
   ASSERT_TRUE(inner.checkpoint_reader);
   EXPECT_EQ(inner.checkpoint_reader(), "cp");
