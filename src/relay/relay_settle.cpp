@@ -85,38 +85,28 @@ void Relay::Impl::count_settled(const Batch& slot, bool fenced) {
 bool Relay::Impl::settle_parts(Batch& slot, int tries) {
   bool fenced = false;
   bool& retried = slot.settle_retried;
-  if (!slot.acks.empty()) {
-    auto done = settle_call(
-        "ack", slot.acks.size(), [&] { return store.ack(slot.claimed, slot.acks); }, retried,
-        tries);
-    if (done) {
-      fenced |= *done < slot.acks.size();
-      delivered.fetch_add(slot.acks.size(), std::memory_order_relaxed);
-      slot.acks.clear();
-    }
-  }
-  if (!slot.nacks.empty()) {
-    auto done = settle_call(
-        "nack", slot.nacks.size(), [&] { return store.nack(slot.claimed, slot.nacks); }, retried,
-        tries);
-    if (done) {
-      fenced |= *done < slot.nacks.size();
-      failed.fetch_add(slot.n_failed, std::memory_order_relaxed);
-      dead.fetch_add(slot.n_dead, std::memory_order_relaxed);
-      slot.n_failed = slot.n_dead = 0;
-      slot.nacks.clear();
-    }
-  }
-  if (!slot.releases.empty()) {
-    auto done = settle_call(
-        "release", slot.releases.size(), [&] { return store.release(slot.claimed, slot.releases); },
-        retried, tries);
-    if (done) {
-      fenced |= *done < slot.releases.size();
-      released.fetch_add(slot.releases.size(), std::memory_order_relaxed);
-      slot.releases.clear();
-    }
-  }
+  // One kind of settlement: tried (settle_call), and once recorded counted and cleared.
+  auto part = [&](const char* what, auto& list, auto call, auto count) {
+    if (list.empty()) return;
+    auto done = settle_call(what, list.size(), call, retried, tries);
+    if (!done) return;
+    fenced |= *done < list.size();
+    count();
+    list.clear();
+  };
+  part(
+      "ack", slot.acks, [&] { return store.ack(slot.claimed, slot.acks); },
+      [&] { delivered.fetch_add(slot.acks.size(), std::memory_order_relaxed); });
+  part(
+      "nack", slot.nacks, [&] { return store.nack(slot.claimed, slot.nacks); },
+      [&] {
+        failed.fetch_add(slot.n_failed, std::memory_order_relaxed);
+        dead.fetch_add(slot.n_dead, std::memory_order_relaxed);
+        slot.n_failed = slot.n_dead = 0;
+      });
+  part(
+      "release", slot.releases, [&] { return store.release(slot.claimed, slot.releases); },
+      [&] { released.fetch_add(slot.releases.size(), std::memory_order_relaxed); });
   // After a retried call a short count may just mean the first try did take effect.
   if (fenced && !retried) note_fenced(slot);
   return slot.settlement().empty();
