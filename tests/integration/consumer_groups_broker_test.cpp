@@ -1,0 +1,222 @@
+// `outpost consumers seek|delete` on the broker sources, against real servers: Redis Streams
+// (OUTPOST_TEST_REDIS_URL), Kafka (OUTPOST_TEST_KAFKA_BOOTSTRAP, librdkafka's mock cluster) and
+// NATS JetStream (OUTPOST_TEST_NATS_URL) (docs/consumers.md, "Moving and deleting a group").
+// Each log gets 3 events, then (after a time T) 3 more; a group consumes them all; then each
+// TARGET is resolved by the CLI from the log and a consumer reads on from it: the beginning
+// (everything read again, skipped as duplicates), T (the 3 after it, with --reprocess; not on
+// Kafka's mock cluster, which cannot look up offsets by time), the
+// position after the first message as the group recorded it, the end (nothing); a position the
+// log does not take is exit 2; delete forgets the group. On Redis Streams the trimming registry
+// (<stream>:checkpoints) follows a seek and loses the group's field on delete.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include "broker_consumers.h"
+#include "cli_process.h"
+#include "outpost/checkpoint_store.h"
+#include "outpost/consumer.h"
+#include "outpost/sinks/kafka.h"
+#include "outpost/sinks/nats.h"
+#include "outpost/sinks/redis_stream.h"
+#include "store_cases.h"  // require_all_endpoints(), temp_dir()
+
+namespace outpost::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using brokers::env_text;
+
+std::vector<StoredEvent> events(int n, int from) {
+  std::vector<StoredEvent> out;
+  for (int i = 0; i < n; ++i) {
+    StoredEvent e;
+    // One key: one Kafka partition, so the log's order is the order sent.
+    static_cast<Event&>(e) = Event::make("t", "{\"n\":" + std::to_string(from + i) + "}", "k");
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<std::string> ids_of(const std::vector<StoredEvent>& es, std::size_t from = 0) {
+  std::vector<std::string> ids;
+  for (std::size_t i = from; i < es.size(); ++i) ids.push_back(es[i].id.str());
+  return ids;
+}
+
+class ConsumerGroupsBroker : public ::testing::Test {
+ protected:
+  // Sends A, waits past a time T, sends B; consumes the first message alone (its position is
+  // `first_`), then the rest.
+  void fill_and_consume(Sink& sink, const std::string& url) {
+    url_ = url;
+    cp_ = "sqlite:" + temp_dir() + "/" + brokers::unique_name("groups") + ".db";
+    a_ = events(3, 0);
+    b_ = events(3, 3);
+    for (auto& r : sink.deliver(a_)) ASSERT_TRUE(r.ok()) << r.error;
+    // The clock moves on past T before B is written (sleeping cannot make it move less).
+    std::this_thread::sleep_for(20ms);
+    t_ = format_rfc3339(outpost::now());
+    std::this_thread::sleep_for(20ms);
+    for (auto& r : sink.deliver(b_)) ASSERT_TRUE(r.ok()) << r.error;
+    auto store = open_checkpoint_store(cp_);
+    auto source = open_source(url_);
+    ConsumerOptions o = options();
+    o.batch_size = 1;
+    Consumer one(*source, *store, o);
+    std::size_t read = 0;
+    for (int i = 0; i < 600 && read == 0; ++i) read = one.run_once([](ConsumerBatch&) {});
+    ASSERT_EQ(read, 1u);
+    first_ = store->group("g")->position;
+    auto rest = consume();
+    auto expect = ids_of(a_, 1), b = ids_of(b_);
+    expect.insert(expect.end(), b.begin(), b.end());
+    ASSERT_EQ(rest.handled, expect);
+  }
+
+  ConsumerOptions options() {
+    ConsumerOptions o;
+    o.group = "g";
+    o.poll = 100ms;
+    o.until_idle = 2000ms;
+    return o;
+  }
+
+  struct Run {
+    std::vector<std::string> handled;
+    std::uint64_t read = 0, duplicates = 0;
+  };
+  // A consumer of the group until the log is idle: what it handled (ids, in order).
+  Run consume() {
+    auto store = open_checkpoint_store(cp_);
+    auto source = open_source(url_);
+    Run r;
+    Consumer c(*source, *store, options());
+    c.run([&](ConsumerBatch& b) {
+      for (const auto& m : b.messages()) r.handled.push_back(m.event.id.str());
+    });
+    r.read = c.counters().read;
+    r.duplicates = c.counters().duplicates;
+    return r;
+  }
+
+  CliResult seek(const std::string& to, std::vector<std::string> more = {}) {
+    std::vector<std::string> args{"consumers", "--checkpoint", cp_, "seek", "--group",
+                                  "g",         "--to",         to};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_cli(args);
+  }
+
+  // The whole sequence; `registered` reads the log's registration of the group (Redis).
+  // `by_time` false: the log cannot look up times (librdkafka's mock cluster answers every
+  // ListOffsets by timestamp with "none", as if no message were that late).
+  void seek_to_each_target_then_delete(
+      bool by_time, const std::function<std::optional<std::string>()>& registered = {}) {
+    auto all = ids_of(a_);
+    auto b = ids_of(b_);
+    all.insert(all.end(), b.begin(), b.end());
+
+    auto r = seek("beginning");
+    ASSERT_EQ(r.code, 0) << r.all();
+    EXPECT_NE(r.out.find("moved group 'g' ("), std::string::npos) << r.out;
+    const std::string beginning = r.out.substr(r.out.rfind(" to ") + 4);
+    if (registered) {
+      EXPECT_EQ(registered().value_or("none") + "\n", beginning) << "the registry follows";
+    }
+    auto run = consume();
+    EXPECT_TRUE(run.handled.empty()) << "handled before: skipped";
+    EXPECT_EQ(run.read, 6u);
+    EXPECT_EQ(run.duplicates, 6u);
+
+    if (by_time) {
+      r = seek(t_, {"--reprocess"});
+      ASSERT_EQ(r.code, 0) << r.all();
+      EXPECT_EQ(consume().handled, b) << t_ << ": " << r.out;
+    }
+
+    r = seek(first_, {"--reprocess"});
+    ASSERT_EQ(r.code, 0) << r.all();
+    EXPECT_NE(r.out.find(" to " + first_ + "\n"), std::string::npos) << r.out;
+    EXPECT_EQ(consume().handled, std::vector<std::string>(all.begin() + 1, all.end()));
+
+    r = seek("end", {"--reprocess"});
+    ASSERT_EQ(r.code, 0) << r.all();
+    EXPECT_EQ(consume().read, 0u) << r.out;
+
+    r = seek("not/a position");
+    EXPECT_EQ(r.code, 2) << r.all();
+    EXPECT_NE(r.err.find("'not/a position'"), std::string::npos) << r.err;
+
+    r = run_cli({"consumers", "--checkpoint", cp_, "delete", "--group", "g"});
+    ASSERT_EQ(r.code, 0) << r.all();
+    EXPECT_NE(r.out.find("deleted group 'g' ("), std::string::npos) << r.out;
+    if (registered) {
+      EXPECT_FALSE(registered()) << "the group's hold on trimming stays";
+    }
+    r = run_cli({"consumers", "--checkpoint", cp_, "seek", "--group", "g", "--to", "end"});
+    EXPECT_EQ(r.code, 1) << r.all();
+    EXPECT_NE(r.err.find("no consumer group 'g'"), std::string::npos) << r.err;
+    EXPECT_EQ(consume().handled, all) << "a group deleted begins afresh";
+  }
+
+  std::string url_, cp_, t_, first_;
+  std::vector<StoredEvent> a_, b_;
+};
+
+TEST_F(ConsumerGroupsBroker, RedisStreams) {
+  const std::string redis = env_text("OUTPOST_TEST_REDIS_URL");
+  if (redis.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  auto ep = brokers::parse_redis_url(redis);
+  const std::string stream = brokers::unique_name("groups");
+  const std::string url =
+      "redis-stream://" + ep.host + ":" + std::to_string(ep.port) + "/" + stream;
+  auto sink = open_redis_stream_sink(url);
+  fill_and_consume(*sink, url);
+  if (HasFatalFailure()) return;
+  auto c = brokers::redis_connect(ep);
+  seek_to_each_target_then_delete(true, [&]() -> std::optional<std::string> {
+    auto r = brokers::redis_command(c.get(), {"HGET", stream + ":checkpoints", "g"});
+    if (r->type != REDIS_REPLY_STRING) return std::nullopt;
+    return std::string(r->str, r->len);
+  });
+  brokers::redis_command(c.get(), {"DEL", stream, stream + ":checkpoints"});
+}
+
+TEST_F(ConsumerGroupsBroker, Kafka) {
+  const std::string bootstrap = env_text("OUTPOST_TEST_KAFKA_BOOTSTRAP");
+  if (bootstrap.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+    GTEST_SKIP() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+  }
+  const std::string base = "kafka://" + bootstrap + "/" + brokers::unique_name("groups");
+  auto sink = open_kafka_sink(base);
+  fill_and_consume(*sink, base + "?group=" + brokers::unique_name("g") + "&assign=manual");
+  if (HasFatalFailure()) return;
+  // A time is not tested here: the mock cluster does not look up offsets by timestamp (a time
+  // before every message resolves to the end, where a real broker gives the first offset).
+  seek_to_each_target_then_delete(false);
+}
+
+TEST_F(ConsumerGroupsBroker, NatsJetStream) {
+  const std::string nats = env_text("OUTPOST_TEST_NATS_URL");
+  if (nats.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_NATS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_NATS_URL not set";
+  }
+  const std::string stream = brokers::unique_name("GROUPS");
+  const std::string url = nats + "/" + stream + ".events?stream=" + stream + "&create=1";
+  auto sink = open_nats_sink(url);
+  fill_and_consume(*sink, url);
+  if (HasFatalFailure()) return;
+  seek_to_each_target_then_delete(true);
+  brokers::nats_delete_stream(nats, stream);
+}
+
+}  // namespace
+}  // namespace outpost::testing
