@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "consume.h"
+#include "consumer_groups.h"
 #include "log.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
@@ -212,6 +213,23 @@ std::size_t ConsumeBridge::retry(std::span<const std::string> ids) const {
 
 std::size_t ConsumeBridge::discard(std::span<const std::string> ids) const {
   return with_probe_store([&](CheckpointStore& s) { return s.discard(args_.group, ids); });
+}
+
+// On the probe's connections; the running consumer notices (consumer_groups.h).
+ConsumerProbe::Move ConsumeBridge::seek(const std::string& to, bool reprocess) const {
+  const SeekTarget target = parse_seek_target(to, "to");
+  return with_probe_store([&](CheckpointStore& s) {
+    if (!probe_source_) probe_source_ = open_source(args_.from);
+    auto m = seek_consumer_group(s, *probe_source_, args_.group, target, reprocess);
+    return Move{m.source, m.from, m.to};
+  });
+}
+
+DeletedGroup ConsumeBridge::delete_group() const {
+  return with_probe_store([&](CheckpointStore& s) {
+    if (!probe_source_) probe_source_ = open_source(args_.from);
+    return delete_consumer_group(s, *probe_source_, args_.group);
+  });
 }
 
 ConsumerStatus ConsumeBridge::status() const {

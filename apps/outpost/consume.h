@@ -42,6 +42,8 @@ class ConsumeBridge final : public ConsumerProbe {
   std::vector<ConsumerDeadLetter> dead(std::size_t limit) const override;
   std::size_t retry(std::span<const std::string> ids) const override;
   std::size_t discard(std::span<const std::string> ids) const override;
+  Move seek(const std::string& to, bool reprocess) const override;
+  DeletedGroup delete_group() const override;
   std::string_view sink_name() const;
 
  private:

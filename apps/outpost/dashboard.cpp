@@ -12,6 +12,7 @@
 #include "event_state_json.h"
 #include "log.h"
 #include "metrics.h"
+#include "outpost/error.h"
 #include "outpost/json.h"
 
 namespace outpost::cli {
@@ -320,6 +321,78 @@ void mutate(PipelineSource& source, const httplib::Request& req, httplib::Respon
   }
 }
 
+// POST /api/consumer/seek {"pipeline":P,"to":T,"reprocess":bool} and /api/consumer/delete
+// {"pipeline":P,"group":G}: G is the group's name typed again, the operator's confirmation. A
+// running consumer notices a seek (docs/consumers.md, "Moving and deleting a group"); it would
+// stop with an error at a delete, so a delete waits until the pipeline is not running.
+void group_operation(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
+                     bool seek) {
+  if (auto r = refuse_mutation(req, source.admin_token()); r.status) return refuse(res, r);
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string())
+    return error(res, 400, "body must be a JSON object with \"pipeline\"");
+  auto views = source.pipelines();
+  const PipelineView* p = find(views, body["pipeline"].get<std::string>());
+  if (!p || !p->consumer)
+    return error(res, 404,
+                 "no such consume pipeline: '" + body["pipeline"].get<std::string>() + "'");
+  const std::string group = p->consumer->status().group;
+  auto shown = [](const std::string& position) {
+    return position.empty() ? std::string("the beginning") : position;
+  };
+  std::string what = "consumer group '" + group + "': ";
+  try {
+    if (seek) {
+      if (!body.contains("to") || !body["to"].is_string() ||
+          (body.contains("reprocess") && !body["reprocess"].is_boolean()))
+        return error(res, 400,
+                     "give \"to\": beginning, end, a position of the log or an RFC 3339 time, "
+                     "and optionally \"reprocess\": true or false");
+      const std::string to = body["to"].get<std::string>();
+      const bool reprocess = body.value("reprocess", false);
+      what += "seek to " + to + (reprocess ? " with reprocess" : "");
+      auto m = p->consumer->seek(to, reprocess);
+      audit(req, p->name, what + ": moved from " + shown(m.from) + " to " + shown(m.to));
+      return reply(res, 200,
+                   json{{"group", group},
+                        {"source", redact(m.source)},
+                        {"from", m.from},
+                        {"to", m.to},
+                        {"reprocess", reprocess}});
+    }
+    if (!body.contains("group") || !body["group"].is_string() || body["group"] != group)
+      return error(res, 400,
+                   "\"group\" must repeat the group's name ('" + group +
+                       "'): the confirmation that it is deleted");
+    if (p->running)
+      return error(res, 409,
+                   "pipeline '" + p->name +
+                       "' is running: its consumer would stop with an error once its group is "
+                       "deleted; stop the pipeline first (remove it from the configuration and "
+                       "reload)");
+    what += "delete";
+    auto d = p->consumer->delete_group();
+    audit(req, p->name,
+          what + ": deleted at " + shown(d.position) + " with " + std::to_string(d.dead) +
+              " dead letters and " + std::to_string(d.inbox) + " inbox rows");
+    reply(res, 200,
+          json{{"group", group},
+               {"source", redact(d.source)},
+               {"position", d.position},
+               {"dead", d.dead},
+               {"inbox", d.inbox}});
+  } catch (const ConfigError& e) {
+    audit(req, p->name, what + " refused: " + e.what());
+    error(res, 400, e.what());
+  } catch (const Error& e) {
+    audit(req, p->name, what + " failed: " + e.what());
+    error(res, e.code() == ErrorCode::not_found ? 404 : 502, e.what());
+  } catch (const std::exception& e) {
+    audit(req, p->name, what + " failed: " + e.what());
+    error(res, 502, e.what());
+  }
+}
+
 // GET /api/dead and /api/consumer/dead: ?pipeline=P&type=&key=&error=&older_than=&offset=&limit=
 // -> {"matching":N,"offset":O,"limit":L,"complete":bool,"events":[...]}: the matches from
 // `offset` on, at most `limit` (100 by default), oldest first; `matching` counts them all among
@@ -467,6 +540,13 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
   server.Post("/api/consumer/dead/discard",
               [&source](const httplib::Request& req, httplib::Response& res) {
                 mutate(source, req, res, false);
+              });
+  server.Post("/api/consumer/seek", [&source](const httplib::Request& req, httplib::Response& res) {
+    group_operation(source, req, res, true);
+  });
+  server.Post("/api/consumer/delete",
+              [&source](const httplib::Request& req, httplib::Response& res) {
+                group_operation(source, req, res, false);
               });
   server.Post("/api/dead/retry", [&source](const httplib::Request& req, httplib::Response& res) {
     mutate(source, req, res, true);

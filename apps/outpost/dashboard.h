@@ -18,6 +18,11 @@
 //                             ids; a group's: row or event ids) or {"pipeline":P,"filter":{...},
 //                             "expect":N}: every match, only if there are still exactly N (the
 //                             count the operator confirmed)
+//   POST /api/consumer/seek   {"pipeline":P,"to":"beginning|end|POSITION|TIME","reprocess":bool}:
+//                             moves a consume pipeline's group (its consumer notices), answers
+//                             {"group","source","from","to","reprocess"}
+//   POST /api/consumer/delete {"pipeline":P,"group":G} (G typed again): deletes the group's
+//                             checkpoint, dead letters and inbox; 409 while the pipeline runs
 // Mutations need `Authorization: Bearer <admin token>` ([http] admin_token); without a
 // configured token the dashboard is read-only (403). No token and a wrong one are both 401, told
 // apart by the body's "code" (token_required, token_wrong) and WWW-Authenticate. Cross-site

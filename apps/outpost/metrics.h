@@ -51,6 +51,14 @@ class ConsumerProbe {
   virtual std::vector<ConsumerDeadLetter> dead(std::size_t limit) const = 0;
   virtual std::size_t retry(std::span<const std::string> ids) const = 0;
   virtual std::size_t discard(std::span<const std::string> ids) const = 0;
+  // The dashboard's seek and delete of the group (docs/consumers.md, "Moving and deleting a
+  // group"; `to` as `outpost consumers seek --to` takes it). ConfigError for a bad target,
+  // Error(not_found) when the group is not in the checkpoint store.
+  struct Move {
+    std::string source, from, to;
+  };
+  virtual Move seek(const std::string& to, bool reprocess) const = 0;
+  virtual DeletedGroup delete_group() const = 0;
 };
 
 // One pipeline as the endpoints see it. `keepalive` holds whatever owns the pointers for the

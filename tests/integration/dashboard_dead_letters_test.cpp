@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "cli_process.h"
@@ -349,6 +351,81 @@ TEST_F(DashboardApiTest, DeadLettersOfBothKindsAreEventsThatPageAndActByFilter) 
                                  "{\"type\":\"order.placed\"}: discarded 2 (from 127.0.0.1)"),
             std::string::npos)
       << read_file(log_);
+}
+
+// The consumers page's Move and Delete (issue 20 item 3; docs/dashboard.md): the admin token as
+// for every change, bad input named (400), a move the running consumer follows (it reads the
+// log again and, with reprocess, parks every message again), logged with the remote address; a
+// delete needs the group's name typed again and waits until the pipeline no longer runs.
+TEST_F(DashboardApiTest, AConsumeGroupIsMovedAndItsRunningConsumerFollows) {
+  int port = start();
+  ASSERT_GT(port, 0) << read_file(log_);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(30, 0);
+  auto get = [&](const std::string& path) {
+    auto r = client.Get(path);
+    return r && r->status == 200 ? json::parse(r->body) : json();
+  };
+  auto group = [&] {  // the parked pipeline's group, {} until the daemon lists it
+    auto o = get("/api/overview");
+    if (o.is_object() && o["pipelines"].is_array())
+      for (const auto& p : o["pipelines"])
+        if (p.value("name", "") == "parked" && p["consumer"].is_object()) return p["consumer"];
+    return json::object();
+  };
+  auto dead = [&] {
+    auto d = get("/api/consumer/dead?pipeline=parked");
+    return d.is_object() ? d.value("matching", 0) : -1;
+  };
+  const std::string end = std::to_string(std::filesystem::file_size(dir_ / "log.jsonl"));
+  ASSERT_TRUE(eventually([&] {
+    return dead() == 5 && group().value("position", "").rfind(end + "@", 0) == 0;
+  })) << read_file(log_);
+
+  const httplib::Headers auth{{"Authorization", "Bearer tok"}};
+  auto post = [&](const std::string& path, const std::string& body, bool with_token = true) {
+    auto r = with_token ? client.Post(path, auth, body, "application/json")
+                        : client.Post(path, body, "application/json");
+    EXPECT_TRUE(r) << path;
+    return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+  };
+  auto [status, body] =
+      post("/api/consumer/seek", R"({"pipeline":"parked","to":"beginning"})", false);
+  EXPECT_EQ(status, 401) << body;
+  std::tie(status, body) = post("/api/consumer/seek", R"({"pipeline":"orders","to":"end"})");
+  EXPECT_EQ(status, 404) << body;
+  std::tie(status, body) = post("/api/consumer/seek", R"({"pipeline":"parked"})");
+  EXPECT_EQ(status, 400) << body;
+  std::tie(status, body) = post("/api/consumer/seek", R"({"pipeline":"parked","to":"12x"})");
+  EXPECT_EQ(status, 400) << body;
+  EXPECT_NE(body.find("12x"), std::string::npos) << body;
+  EXPECT_EQ(dead(), 5);
+
+  std::tie(status, body) =
+      post("/api/consumer/seek", R"({"pipeline":"parked","to":"beginning","reprocess":true})");
+  ASSERT_EQ(status, 200) << body;
+  auto moved = json::parse(body);
+  EXPECT_EQ(moved["group"], "parked");
+  EXPECT_EQ(moved["from"].get<std::string>().rfind(end + "@", 0), 0u) << body;
+  EXPECT_EQ(moved["to"].get<std::string>().rfind("0@", 0), 0u) << body;
+  // The running consumer reads the log again and parks each message a second time.
+  EXPECT_TRUE(eventually([&] { return dead() == 10; })) << read_file(log_);
+  const std::string log = read_file(log_);
+  EXPECT_NE(log.find("[parked] dashboard: consumer group 'parked': seek to beginning with "
+                     "reprocess: moved from " +
+                     moved["from"].get<std::string>() + " to " + moved["to"].get<std::string>() +
+                     " (from 127.0.0.1)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("moved by an operator"), std::string::npos) << log;
+
+  std::tie(status, body) = post("/api/consumer/delete", R"({"pipeline":"parked","group":"nope"})");
+  EXPECT_EQ(status, 400) << body;
+  std::tie(status, body) =
+      post("/api/consumer/delete", R"({"pipeline":"parked","group":"parked"})");
+  EXPECT_EQ(status, 409) << body;
+  EXPECT_NE(body.find("is running"), std::string::npos) << body;
+  EXPECT_EQ(dead(), 10);
 }
 
 }  // namespace
