@@ -13,6 +13,7 @@
 #include "core/edit_distance.h"
 #include "core/redact.h"
 #include "listen_address.h"
+#include "log.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "pipeline_limits.h"
@@ -37,8 +38,10 @@ std::string at(const std::string& file, const Value& v) {
   return file + ":" + std::to_string(v.location().line()) + ": ";
 }
 
+// `what` quotes the file's text (a name, a URL): its control characters are escaped here, so a
+// newline in a value cannot break the one-problem-a-line message into forged lines.
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw ConfigError(where + what);
+  throw ConfigError(where + escape_controls(what));
 }
 
 // toml11's error text without the source lines it quotes: the quoted line may hold a secret
@@ -224,7 +227,8 @@ class TableReader {
       const auto& [line, key] = unknown.front();
       std::string why = hint ? hint(key) : "";
       std::string guess = why.empty() ? nearest_key(key) : "";
-      text = file_ + ":" + std::to_string(line) + ": " + context_ + "unknown key '" + key + "'" +
+      text = file_ + ":" + std::to_string(line) + ": " + context_ + "unknown key '" +
+             escape_controls(key) + "'" +
              (!why.empty()     ? ": " + why
               : !guess.empty() ? " (did you mean '" + guess + "'?)"
                                : "");

@@ -33,6 +33,8 @@ std::shared_ptr<spdlog::logger>& logger() {
 }
 std::atomic<bool> json_format{false};
 
+}  // namespace
+
 // A text log line carries text from outside (event types, a webhook's error body, a broker's
 // message): a newline there would forge a log line and an escape sequence would reach the
 // operator's terminal. C0 controls, DEL and C1 controls are written as escapes (\n, \r, \t,
@@ -79,8 +81,6 @@ std::string escape_controls(const std::string& text) {
   }
   return out;
 }
-
-}  // namespace
 
 void set_log_format(const std::string& command, const std::string& format) {
   json_format.store(format == "json");

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "core/edit_distance.h"
+#include "log.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 
@@ -82,6 +83,22 @@ bool handles_stop_signals(const std::string& command) {
 
 }  // namespace outpost::cli
 
+// An error message for stderr: redacted, and each of its lines with its control characters
+// escaped, since it quotes what the user, a config file or a server gave (a URL, a pipeline
+// name, a key): an escape sequence there must not reach the operator's terminal
+// (docs/operations.md, "Logs"). Its own line breaks (one problem a line) are kept.
+static std::string printable(const std::string& text) {
+  std::string out, line;
+  std::istringstream in(outpost::cli::redact(text));
+  bool first = true;
+  while (std::getline(in, line)) {
+    out += (first ? "" : "\n") + outpost::cli::escape_controls(line);
+    first = false;
+  }
+  if (!text.empty() && text.back() == '\n') out += '\n';
+  return out;
+}
+
 int main(int argc, char** argv) {
   using namespace outpost::cli;
   // Before anything else, and before any thread exists (cli.h): a stop signal from now on waits
@@ -132,7 +149,7 @@ int main(int argc, char** argv) {
       for (auto& r : sub->remaining()) extra.push_back(r);
     }
     if (rc == 0 || extra.empty()) {
-      std::cerr << redact(err.str());
+      std::cerr << printable(err.str());
       return rc == 0 ? kExitOk : kExitUsage;
     }
     std::string text = "outpost: error: not understood:";
@@ -149,7 +166,7 @@ int main(int argc, char** argv) {
       if (!best.empty()) text += " (did you mean '" + best + "'?)";
       break;
     }
-    std::cerr << redact(text) << "\nRun with --help for more information.\n";
+    std::cerr << printable(text) << "\nRun with --help for more information.\n";
     return kExitUsage;
   }
 
@@ -164,14 +181,14 @@ int main(int argc, char** argv) {
     std::cerr << "outpost: no subcommand\n";
     return kExitUsage;
   } catch (const outpost::ConfigError& e) {
-    std::cerr << "outpost: error: " << redact(e.what()) << "\n";
+    std::cerr << "outpost: error: " << printable(e.what()) << "\n";
     return kExitUsage;
   } catch (const outpost::Error& e) {
     std::cerr << "outpost: error (" << e.backend() << ", " << outpost::to_string(e.code())
-              << "): " << redact(e.what()) << "\n";
+              << "): " << printable(e.what()) << "\n";
     return kExitRuntime;
   } catch (const std::exception& e) {
-    std::cerr << "outpost: error: " << redact(e.what()) << "\n";
+    std::cerr << "outpost: error: " << printable(e.what()) << "\n";
     return kExitRuntime;
   }
 }

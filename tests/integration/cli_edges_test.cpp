@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -472,6 +473,49 @@ TEST(CliUsage, HttpListenHostMustResolveBeforeAnythingIsOpened) {
           << command << " " << listen << ": something was created";
     }
   }
+}
+
+// An error message quotes what it refuses (a pipeline name, a key, a URL): its control
+// characters are escaped as in the log (docs/operations.md, "Logs"), so a config file or an
+// argument can neither send an escape sequence to the operator's terminal nor forge a second
+// error line. Before: `check`, `run` and `relay` printed them raw.
+TEST(CliUsage, ErrorMessagesEscapeControlCharactersOfWhatTheyQuote) {
+  TempDir dir;
+  const std::string config = dir / "outpost.toml";
+  const std::string tail =
+      "store = \"sqlite:" + dir / "o.db" + "\"\nsink = \"file:" + dir / "out.jsonl" + "\"\n";
+  auto clean = [](const std::string& err) {
+    return err.find('\x1b') == std::string::npos && err.find("\xc2\x9b") == std::string::npos;
+  };
+  for (const std::string& table :
+       {std::string("[[relay]]\nname = \"a\\u001b[31mred\\u009b\"\n"),
+        std::string("[[relay]]\nname = \"a\\nb\"\n"),
+        std::string("[[relay]]\nname = \"a\"\n\"bad\\nkey\\u001b\" = 1\n")}) {
+    std::ofstream(config) << table << tail;
+    for (const char* command : {"check", "run"}) {
+      auto r = run_cli({command, "--config", config}, {}, std::chrono::seconds(30));
+      EXPECT_EQ(r.code, 2) << command << " " << table << "\n" << r.all();
+      EXPECT_TRUE(clean(r.err)) << command << " " << table << "\n" << r.err;
+      // One problem, one line.
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << command << "\n" << r.err;
+      EXPECT_TRUE(r.err.find("\\x1b") != std::string::npos ||
+                  r.err.find("\\n") != std::string::npos)
+          << r.err;
+      EXPECT_EQ(entries_in(dir.path()), 1u) << command << ": something was created";
+    }
+  }
+  auto r = run_cli({"relay", "--store", "sqlite:" + dir / "x\x1b[31m.db?y=1", "--sink",
+                    "file:" + dir / "out.jsonl", "--until-empty"},
+                   {}, std::chrono::seconds(30));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_TRUE(clean(r.err)) << r.err;
+  EXPECT_NE(r.err.find("unknown parameter 'y'"), std::string::npos) << r.err;
+  r = run_cli({"relay", "--store", "sqlite:" + dir / "x.db", "--sink", "file:" + dir / "o.jsonl",
+               "--log-format", "\x1b[2J"},
+              {}, std::chrono::seconds(30));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_TRUE(clean(r.err)) << r.err;
+  EXPECT_EQ(entries_in(dir.path()), 1u) << "something was created";
 }
 
 // A store that cannot be read ends `relay` and `run` at start with exit 1 naming why, the same on
