@@ -212,7 +212,7 @@ int run_operation(Store& store, const char* command, const std::vector<std::stri
 
 // One event in whichever state the store has it, looked up over the Store API's inspection
 // calls (each read up to kMaxScan): leased (live lease), pending (undelivered; with its last
-// error and next attempt when it is a failed key head, Store::blocked), dead.
+// error and next attempt when it is a failed key head, Store::blocked), dead, archived.
 int run_show(Store& store, const std::string& text) {
   EventId id = *EventId::parse(text);
   TimePoint at = now();
@@ -247,11 +247,31 @@ int run_show(Store& store, const std::string& text) {
     std::cout << j.dump() << "\n";
     return kExitOk;
   }
+  // Delivered and kept in the archive (stores opened with archive=1 that can read theirs).
+  bool archive = true;
+  try {
+    auto archived = store.archived(kMaxScan);
+    truncated = truncated || archived.size() >= kMaxScan;
+    for (const auto& e : archived) {
+      if (e.id != id) continue;
+      nlohmann::json j = nlohmann::json::parse(to_json(e));
+      j["state"] = "archived";
+      j["archived_at"] = format_rfc3339(e.archived_at);
+      std::cout << j.dump() << "\n";
+      return kExitOk;
+    }
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::not_found) throw;
+    archive = false;  // no archive kept, or none this store can read
+  }
   std::cerr << "outpost: error: show: " << id.str() << " not found";
   if (truncated)
-    std::cerr << " (among the oldest " << kMaxScan << " undelivered events and dead letters)";
+    std::cerr << " (among the oldest " << kMaxScan
+              << " undelivered events and dead letters and the " << kMaxScan
+              << " most recently archived)";
   else
-    std::cerr << " (not pending, leased or dead: delivered, discarded or never emitted)";
+    std::cerr << " (not pending, leased or dead" << (archive ? " nor archived" : "")
+              << ": delivered, discarded or never emitted)";
   std::cerr << "\n";
   return kExitRuntime;
 }
@@ -294,7 +314,8 @@ Runner add_events_command(CLI::App& root) {
         ->capture_default_str()
         ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
   auto* show = sub->add_subcommand(
-      "show", "One event in any state (pending, leased, dead) as JSON; exit 1 if not found");
+      "show",
+      "One event in any state (pending, leased, dead, archived) as JSON; exit 1 if not found");
   show->add_option("id", a->show_id, "Event id")->required();
   auto* retry = sub->add_subcommand(
       "retry", "Dead letters back to pending (attempts reset): by IDs, --all or filters");

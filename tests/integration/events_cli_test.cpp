@@ -316,6 +316,29 @@ TEST_P(EventsCliTest, ShowFindsAnEventInEachState) {
   EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
 }
 
+// A delivered event kept in the archive (archive=1) is shown as archived, where the store can
+// read its archive (SQLite, Redis); before, `show` said "not found" for it.
+TEST_P(EventsCliTest, ShowFindsAnArchivedEvent) {
+  if (GetParam().name == std::string("postgresql"))
+    GTEST_SKIP() << "the PostgreSQL store does not read its archive (Store::archived)";
+  store_ += std::string(store_.find('?') == std::string::npos ? "?" : "&") + "archive=1";
+  const std::string id = emit("a.t", "archived-key");
+  auto r = run_cli(
+      {"relay", "--store", store_, "--sink", "file:" + (dir_ / "out.jsonl"), "--until-empty"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  r = events({"show", id});
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j["state"], "archived") << r.out;
+  EXPECT_EQ(j["id"], id);
+  EXPECT_EQ(j["key"], "archived-key");
+  EXPECT_TRUE(j.contains("archived_at")) << r.out;
+  const std::string never = EventId::generate().str();
+  r = events({"show", never});
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("nor archived"), std::string::npos) << r.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, EventsCliTest,
                          ::testing::Values(StoreKind{"sqlite", nullptr, ""},
                                            StoreKind{"postgresql", "OUTPOST_TEST_PG_URL", "table="},
