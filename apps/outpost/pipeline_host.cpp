@@ -311,6 +311,7 @@ int PipelineHost::run() {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
       if (stopping_) return true;
+      if (reloading_) return false;
       for (const auto& [name, p] : pipelines_)
         if (p->running()) return false;
       return true;

@@ -151,7 +151,10 @@ class PipelineHost final : public PipelineSource {
   std::map<std::string, std::string> failed_;
   HttpConfig http_;        // guarded by mu_
   bool stopping_ = false;  // guarded by mu_
-  std::mutex reload_mu_;   // one reload at a time
+  // A reload is between stopping a pipeline and starting its successor: none running then is
+  // not "every pipeline ended" (guarded by mu_).
+  bool reloading_ = false;
+  std::mutex reload_mu_;  // one reload at a time
   std::atomic<int> signalled_{0};
 };
 

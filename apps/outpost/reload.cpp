@@ -28,7 +28,19 @@ void PipelineHost::reload(const DaemonConfig& next) {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     current = pipelines_;
+    reloading_ = true;
   }
+  // Whatever happens below, run() may again see that every pipeline ended once this is done.
+  struct Done {
+    PipelineHost& host;
+    ~Done() {
+      {
+        std::lock_guard lock(host.mu_);
+        host.reloading_ = false;
+      }
+      host.cv_.notify_all();
+    }
+  } done{*this};
   for (auto& [name, p] : current) {
     auto it = wanted.find(name);
     if (it != wanted.end() && it->second == p->config() && p->running()) {

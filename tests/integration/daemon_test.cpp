@@ -938,6 +938,54 @@ TEST_F(DaemonDefectTest, APipelineWhoseSinkIsGoneForGoodStopsAndReleasesItsEvent
   EXPECT_NE(r.out.find("\"pending\":1"), std::string::npos) << r.all();
 }
 
+// A [[relay]] into a named pipe that nobody reads (yet, or any more). Opening a pipe for writing
+// blocks until it has a reader, so the daemon hung at start (no pipeline ran, nothing answered)
+// and a SIGHUP that restarts that pipeline hung the reload: no other pipeline was started and
+// no later reload was read. Now the pipe without a reader is a sink that is down: the pipeline
+// pauses and delivers once a reader opens the pipe; the rest of the daemon runs.
+TEST_F(DaemonDefectTest, ANamedPipeWithoutAReaderHoldsUpNeitherTheStartNorAReload) {
+  const std::string fifo = dir_ / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  emit(dir_ / "a.db", 2);
+  emit(dir_ / "b.db", 2);
+  auto file = dir_ / "pipe.toml";
+  auto piped = "[[relay]]\nname = \"piped\"\nstore = \"sqlite:" + dir_ / "a.db" +
+               "\"\nsink = \"file:" + fifo + "\"\nbackoff_base_ms = 10\nbackoff_max_ms = 200\n\n";
+  auto other = [&](const std::string& name) {
+    return "[[relay]]\nname = \"" + name + "\"\nstore = \"sqlite:" + dir_ / "b.db" +
+           "\"\nsink = \"file:" + dir_ / "b.jsonl" + "\"\n";
+  };
+  write_file(file, piped + other("other"));
+  auto log = dir_ / "run.log";
+  CliProcess daemon({"run", "--config", file}, log);
+  // Nobody reads the pipe: the other pipeline runs all the same.
+  EXPECT_TRUE(eventually([&] { return lines_of(read_file(dir_ / "b.jsonl")).size() == 2; }))
+      << read_file(log);
+  // A reader comes: the piped pipeline delivers into it.
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  std::string got;
+  EXPECT_TRUE(eventually([&] { return drain(reader, got) >= 2; })) << got << read_file(log);
+  // The reader goes away: the piped pipeline stops (docs/operations.md, SIGPIPE).
+  ::close(reader);
+  emit(dir_ / "a.db", 1);
+  EXPECT_TRUE(eventually([&] {
+    return read_file(log).find("[piped] stopped by an error") != std::string::npos;
+  })) << read_file(log);
+  // A reload renames the other pipeline and starts the piped one again, without a reader.
+  write_file(file, piped + other("renamed"));
+  daemon.signal(SIGHUP);
+  EXPECT_TRUE(eventually([&] {
+    return read_file(log).find("reloaded " + file + ": started renamed") != std::string::npos;
+  })) << read_file(log);
+  emit(dir_ / "b.db", 1);
+  EXPECT_TRUE(eventually([&] { return lines_of(read_file(dir_ / "b.jsonl")).size() == 3; }))
+      << read_file(log);
+  ASSERT_EQ(daemon.wait(0ms), -1) << "the daemon died: " << read_file(log);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(60s), 0) << read_file(log);
+}
+
 }  // namespace
 
 // Issue 18, defects 5 and 6: readiness and the HTTP server's hardening.

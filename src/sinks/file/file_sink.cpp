@@ -135,8 +135,10 @@ class FileSink final : public Sink {
 
  private:
   // Opens (creates) path_ for appending; throws with a message naming the path.
+  // A named pipe without a reader (ENXIO) is not an error at start: the sink is unavailable
+  // until a reader opens it (the relay pauses and probes; docs/configuration.md, "Sink URLs").
   void open_or_throw() {
-    if (auto [err, msg] = open_path(); err != 0) {
+    if (auto [err, msg] = open_path(); err != 0 && err != ENXIO) {
       if (err == ENOENT || err == ENOTDIR || err == EISDIR || err == EACCES || err == EROFS ||
           err == EPERM)
         throw ConfigError(msg, "file");
@@ -145,11 +147,23 @@ class FileSink final : public Sink {
   }
 
   // Opens (creates) path_ for appending: {0, ""}, or the errno and a message naming the path.
+  // O_NONBLOCK: opening a named pipe for writing blocks until it has a reader, which would hang
+  // the relay's start (and a daemon's start or reload with every other pipeline) for as long as
+  // nobody reads; non-blocking, it fails with ENXIO instead. Writes block again once it is open.
   std::pair<int, std::string> open_path() {
-    int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd >= 0) {
+      int flags = ::fcntl(fd, F_GETFL);
+      if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        ::close(fd);
+        return {err, "file sink: cannot open '" + path_ + "': " + errno_text(err)};
+      }
+    }
     if (fd < 0) {
       int err = errno;
       std::string msg = "file sink: cannot open '" + path_ + "': " + errno_text(err);
+      if (err == ENXIO) msg += " (a named pipe that nobody reads yet)";
       struct stat st {};
       std::string dir = parent_dir(path_);
       if (err == ENOENT && ::stat(dir.c_str(), &st) != 0)
