@@ -245,6 +245,31 @@ TEST(FileSink, DataIsOnDiskWhenDeliverReturnsAndAppendsAcrossReopen) {
   EXPECT_EQ(parse_lines(path).size(), 3u);
 }
 
+// A writer killed mid-write (SIGKILL ends a long write() at a page boundary) leaves a line
+// without its end; the next sink starts a new line, so the fragment is one line a reader skips
+// and the next event is not glued to it.
+TEST(FileSink, ATornTailFromAKilledWriterStaysALineOfItsOwn) {
+  TempDir dir;
+  std::string path = dir.path() + "/out.jsonl";
+  auto first = make_event(1);
+  std::string whole = to_json(first) + "\n";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << whole << whole.substr(0, whole.size() / 2);  // one line, then half of one
+  }
+  auto sink = open_file_sink("file:" + path);
+  std::vector<StoredEvent> batch = {make_event(2), make_event(3)};
+  ASSERT_TRUE(sink->deliver(batch)[0].ok());
+  std::vector<StoredEvent> more = {make_event(4)};
+  ASSERT_TRUE(sink->deliver(more)[0].ok());  // a line end is added once, not per batch
+  auto lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[1], whole.substr(0, whole.size() / 2));
+  EXPECT_EQ(event_from_json(lines[2]).id, batch[0].id);
+  EXPECT_EQ(event_from_json(lines[3]).id, batch[1].id);
+  EXPECT_EQ(event_from_json(lines[4]).id, more[0].id);
+}
+
 TEST(FileSink, ReopensAfterRotation) {
   TempDir dir;
   std::string path = dir.path() + "/out.jsonl";

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "outpost/json.h"
+
 #ifndef OUTPOST_BIN
 #error "OUTPOST_BIN (path of the outpost executable) must be defined by the build"
 #endif
@@ -37,16 +39,21 @@ inline std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-// Every event id in a JSON-lines text (what the file sink writes), in order. Scans for
-// "id":"<uuid>" rather than parsing lines, because a relay killed in the middle of a write may
-// leave a torn line that the next batch is appended to; the ids in a torn line were not acked,
-// so they are delivered again.
+// Every event id in a JSON-lines text (what the file sink writes), in order, as a reader of
+// the file sees them. A relay or consumer killed in the middle of a write leaves a torn line;
+// its events were not acked, so they are delivered again, and the next writer starts a new line
+// (docs/sinks_file_http.md). Were the next event glued to the fragment, it would be lost to
+// every reader, and is not counted here either.
 inline std::vector<std::string> event_ids_in(const std::string& text) {
   std::vector<std::string> ids;
   const std::string marker = "\"id\":\"";
-  for (auto pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos)) {
-    pos += marker.size();
-    if (pos + 36 <= text.size() && text[pos + 36] == '"') ids.push_back(text.substr(pos, 36));
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!outpost::is_json_value(line)) continue;
+    for (auto pos = line.find(marker); pos != std::string::npos; pos = line.find(marker, pos)) {
+      pos += marker.size();
+      if (pos + 36 <= line.size() && line[pos + 36] == '"') ids.push_back(line.substr(pos, 36));
+    }
   }
   return ids;
 }

@@ -177,7 +177,22 @@ class FileSink final : public Sink {
       ino_ = st.st_ino;
     }
     sync_ = worth_syncing(fd);
+    tail_checked_ = false;
     return {0, {}};
+  }
+
+  // Whether the regular file `st` describes (path_, open) is non-empty and its last byte is
+  // not a line end. Read through a descriptor of its own: ours is write-only, and opening a
+  // pipe for reading and writing would change what a writer sees when its reader goes away.
+  bool ends_torn(const struct stat& st) const {
+    if (!S_ISREG(st.st_mode) || st.st_size == 0) return false;
+    Fd in(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat same {};
+    if (in.get() < 0 || ::fstat(in.get(), &same) != 0 || same.st_ino != st.st_ino ||
+        same.st_dev != st.st_dev)
+      return false;
+    char last = '\n';
+    return ::pread(in.get(), &last, 1, st.st_size - 1) == 1 && last != '\n';
   }
 
   // fdatasync() makes a file or block device durable; a pipe, a socket or a character device
@@ -207,6 +222,12 @@ class FileSink final : public Sink {
     int fd = fd_.get();
     struct stat before {};
     bool have_before = !stdout_ && ::fstat(fd, &before) == 0;
+    // A writer killed mid-write (SIGKILL interrupts a long write() at a page boundary) leaves
+    // a line without its end. The first batch after opening starts on a line of its own, so the
+    // torn fragment stays one line that readers skip instead of swallowing this batch's first
+    // event (docs/sinks_file_http.md).
+    bool end_torn_line = !tail_checked_ && have_before && ends_torn(before);
+    if (end_torn_line) buffer_.insert(buffer_.begin(), '\n');
     std::size_t done = 0;
     while (done < buffer_.size()) {
       ssize_t n = ::write(fd, buffer_.data() + done, buffer_.size() - done);
@@ -223,6 +244,7 @@ class FileSink final : public Sink {
       }
       done += static_cast<std::size_t>(n);
     }
+    tail_checked_ = true;
     // Nothing to sync on a pipe or device (worth_syncing). Standard output is looked at again
     // each batch until it is worth it (it is known only when used).
     if (stdout_ && !sync_) sync_ = worth_syncing(fd);
@@ -257,8 +279,9 @@ class FileSink final : public Sink {
   Fd fd_;
   dev_t dev_ = 0;
   ino_t ino_ = 0;
-  bool sync_ = false;   // fdatasync() after each batch (worth_syncing)
-  std::string buffer_;  // reused across batches
+  bool sync_ = false;          // fdatasync() after each batch (worth_syncing)
+  bool tail_checked_ = false;  // the file's end was looked at since it was opened (ends_torn)
+  std::string buffer_;         // reused across batches
   mutable std::mutex closed_mu_;
   std::string closed_;  // guarded by closed_mu_: why the destination is gone for good
 };
