@@ -34,6 +34,8 @@ Runner add_run_command(CLI::App& root);
 Runner add_check_command(CLI::App& root);
 // schema.cpp: a store URL's emit contract (docs/emit-contract.md).
 Runner add_schema_command(CLI::App& root);
+// partitions.cpp: a PostgreSQL outbox's partition owners (docs/cli.md, "partitions").
+Runner add_partitions_command(CLI::App& root);
 // Consuming side (consume.cpp, consumers.cpp, demo_unified_log.cpp); built with outpost_consume.
 Runner add_consume_command(CLI::App& root);
 Runner add_consumers_command(CLI::App& root);

@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   add(add_run_command, "run");
   add(add_check_command, "check");
   add(add_schema_command, "schema");
+  add(add_partitions_command, "partitions");
 #ifdef OUTPOST_HAVE_CONSUME
   add(add_consume_command, "consume");
   add(add_consumers_command, "consumers");
