@@ -397,8 +397,7 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
   TableReader r = read_pipeline_table(file, table, "consume", index, env, c.name, context, a,
                                       consume_settings());  // the flags of `outpost consume`
   const auto& t = table.as_table();
-  if (a.group.empty() || a.group.size() > 200)
-    fail(r.where(t.at("group"), "group"), "must be 1-200 bytes");
+  if (auto e = limits::group_error(a.group); !e.empty()) fail(r.where(t.at("group"), "group"), e);
   if (auto e = backoff_key_error(a.backoff_base_ms, a.backoff_max_ms); !e.empty())
     fail(at(file, table) + context, e);
   check_scheme(r.where(t.at("from"), "from"), a.from, "log (from)", source_schemes());

@@ -56,7 +56,7 @@ int run_consume(const ConsumeArgs& a, const std::string& log_format) {
                                            "--backoff-max-ms");
       !e.empty())
     throw ConfigError(e);
-  if (a.group.empty()) throw ConfigError("--group must not be empty");
+  if (auto e = limits::group_error(a.group); !e.empty()) throw ConfigError("--group " + e);
   PipelineHost host(PipelineHost::Options{});
   ConsumeConfig config;
   config.name = a.group;

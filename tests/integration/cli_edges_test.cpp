@@ -518,6 +518,36 @@ TEST(CliUsage, ErrorMessagesEscapeControlCharactersOfWhatTheyQuote) {
   EXPECT_EQ(entries_in(dir.path()), 1u) << "something was created";
 }
 
+// A consumer group's name is stored and printed by `consumers list`, the dashboard and the log:
+// `consume --group` and a [[consume]] `group` refuse control characters (and, as the file did,
+// more than 200 bytes) before anything is opened. Before: the CLI took any bytes, created the
+// checkpoint store and `consumers list` then printed the escape sequence raw.
+TEST(CliUsage, ConsumerGroupNamesRefuseControlCharacters) {
+  TempDir dir;
+  std::ofstream(dir / "log.jsonl") << "";
+  for (const std::string& group :
+       {std::string("g\x1b[31m"), std::string("g\nh"), std::string(201, 'g')}) {
+    auto r = run_cli(
+        {"consume", "--from", "file:" + dir / "log.jsonl", "--group", group, "--checkpoint",
+         "sqlite:" + dir / "ck.db", "--sink", "file:" + dir / "out.jsonl", "--until-idle", "500"},
+        {}, std::chrono::seconds(30));
+    EXPECT_EQ(r.code, 2) << r.all();
+    EXPECT_NE(r.err.find("--group must"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    EXPECT_EQ(entries_in(dir.path()), 1u) << "something was created";
+  }
+  const std::string config = dir / "outpost.toml";
+  std::ofstream(config) << "[[consume]]\nname = \"c\"\nfrom = \"file:" << dir / "log.jsonl"
+                        << "\"\ngroup = \"g\\u001b[31m\"\ncheckpoint = \"sqlite:" << dir / "ck.db"
+                        << "\"\nsink = \"file:" << dir / "out.jsonl"
+                        << "\"\n";
+  auto r = run_cli({"check", "--config", config}, {}, std::chrono::seconds(30));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find("key 'group': must not contain control characters"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(entries_in(dir.path()), 2u) << "something was created";
+}
+
 // A store that cannot be read ends `relay` and `run` at start with exit 1 naming why, the same on
 // every store. Before: PostgreSQL (which connects when opened) exited 1, while a relay on Redis
 // (which connects lazily) retried an unreachable server or a refused password forever, and `emit`
