@@ -1,5 +1,7 @@
 // outpost emit: write events into a store's outbox.
 //   outpost emit --store URL --type T [--key K] [--header k=v]... --payload JSON
+//   outpost emit ... [--delay DURATION | --at RFC3339]   scheduled delivery (Event::deliver_at;
+//                                  with -, for the lines that give no deliver_at)
 //   outpost emit --store URL -     one event per stdin line (JSON encoding), ONE transaction:
 //                                  a bad line is a usage error naming its number, nothing written
 //                                  (nor opened); unknown fields are bad (docs/cli.md, emit).
@@ -10,11 +12,13 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "core/append_check.h"
+#include "core/duration.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/json.h"
@@ -28,8 +32,26 @@ struct EmitArgs {
   std::string key;
   std::vector<std::string> headers;
   std::string payload;
+  std::string delay;   // --delay DURATION: deliver_at = now + it
+  std::string at;      // --at RFC3339: deliver_at = it
   std::string source;  // "-" reads stdin
 };
+
+// --delay / --at as a deliver_at (docs/relay.md, "Scheduled delivery"); nullopt when neither.
+// Usage errors (exit 2) name the flag, before anything is opened.
+std::optional<TimePoint> deliver_at_of(const EmitArgs& a, const CLI::App& sub) {
+  const bool delay = sub.count("--delay") > 0, at = sub.count("--at") > 0;
+  if (delay && at) throw ConfigError("emit: give --delay or --at, not both");
+  if (delay) return now() + core::parse_duration(a.delay, "emit: --delay");
+  if (at) {
+    auto t = parse_rfc3339(a.at);
+    if (!t)
+      throw ConfigError("emit: --at must be an RFC 3339 time like 2026-11-27T09:00:00Z, got '" +
+                        a.at + "'");
+    return *t;
+  }
+  return std::nullopt;
+}
 
 bool blank(const std::string& s) {
   return s.find_first_not_of(" \t\r") == std::string::npos;
@@ -92,6 +114,7 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
   check_store_url(a.store);  // usage errors before anything is opened
   StdinEvents input;         // lines stay empty for the flags' one event
   std::vector<Event>& events = input.events;
+  const std::optional<TimePoint> deliver_at = deliver_at_of(a, sub);
   if (!a.source.empty()) {
     if (a.source != "-")
       throw ConfigError("emit: unexpected argument '" + a.source + "' (use - to read stdin)");
@@ -120,8 +143,10 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
     events.push_back(std::move(e));
   }
   // Ids are assigned here, not by the store, so they can be printed.
-  for (auto& e : events)
+  for (auto& e : events) {
     if (e.id.is_nil()) e.id = EventId::generate();
+    if (deliver_at && !e.deliver_at) e.deliver_at = deliver_at;
+  }
 
   auto store = open_store(a.store);
   try {
@@ -145,6 +170,7 @@ Runner add_emit_command(CLI::App& root) {
       "emit",
       "Write events into the outbox.\n"
       "  outpost emit --store URL --type T [--key K] [--header k=v]... --payload JSON\n"
+      "  outpost emit ... --delay 5m | --at 2026-11-27T09:00:00Z   (scheduled delivery)\n"
       "  outpost emit --store URL -   (one JSON event per stdin line, one transaction)\n"
       "Prints the id of each event written.");
   sub->add_option("--store", args->store, "Store URL (sqlite:PATH, postgresql://..., redis://...)")
@@ -160,6 +186,11 @@ Runner add_emit_command(CLI::App& root) {
   sub->add_option("--payload", args->payload,
                   "Payload: JSON, or UTF-8 text (then header content_type is text/plain); "
                   "other bytes with --header content_type=TYPE, e.g. application/octet-stream");
+  sub->add_option("--delay", args->delay,
+                  "Deliver no sooner than this from now: 500ms, 30s, 5m, 12h, 7d (held by the "
+                  "store; in ordered mode the key's later events wait too)");
+  sub->add_option("--at", args->at,
+                  "Deliver no sooner than this RFC 3339 time, e.g. 2026-11-27T09:00:00Z");
   sub->add_option("source", args->source, "- to read events from stdin (JSON lines)");
   sub->footer(supported_schemes_text());
   return [args, sub] { return run_emit(*args, *sub); };

@@ -77,6 +77,10 @@ struct Event {
   std::string payload;    // bytes; JSON by convention
   TimePoint occurred_at;  // epoch (zero): set to now on append
   Headers headers;
+  // Scheduled delivery (docs/relay.md, "Scheduled delivery"): when set and in the future, the
+  // store holds the event until then (its due time); in ordered mode it also holds back the
+  // later events of its key. Unset (or past): due at once.
+  std::optional<TimePoint> deliver_at;
 
   // Convenience: a new event with a fresh id and occurred_at = now.
   static Event make(std::string type, std::string payload, std::string key = {});

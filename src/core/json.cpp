@@ -174,6 +174,11 @@ void append_event(std::string& out, const Event& e, const int* attempts, const D
     out += format_rfc3339(dead->dead_at);
     out += "\",";
   }
+  if (e.deliver_at) {
+    out += "\"deliver_at\":\"";
+    out += format_rfc3339(*e.deliver_at);
+    out += "\",";
+  }
   out += "\"headers\":{";
   bool first = true;
   auto header = [&](std::string_view k, std::string_view v) {
@@ -322,10 +327,10 @@ struct Field {
   bool read;
 };
 constexpr Field kFields[] = {
-    {"archived_at", false},   {"attempts", false},   {"dead_at", false},
-    {"headers", true},        {"id", true},          {"key", true},
-    {"last_error", false},    {"occurred_at", true}, {"payload", true},
-    {"payload_base64", true}, {"type", true},
+    {"archived_at", false}, {"attempts", false},      {"dead_at", false},
+    {"deliver_at", true},   {"headers", true},        {"id", true},
+    {"key", true},          {"last_error", false},    {"occurred_at", true},
+    {"payload", true},      {"payload_base64", true}, {"type", true},
 };
 
 // Optimal string alignment distance, ASCII case ignored: edits, and a swap of two neighbours
@@ -566,6 +571,12 @@ Event event_from_json(std::string_view line, JsonInput input) {
     auto t = parse_rfc3339(it->get<std::string>());
     if (!t) throw ConfigError("event JSON: field 'occurred_at' is not RFC 3339");
     e.occurred_at = *t;
+  }
+  if (auto it = j.find("deliver_at"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) throw ConfigError("event JSON: field 'deliver_at' must be a string");
+    auto t = parse_rfc3339(it->get<std::string>());
+    if (!t) throw ConfigError("event JSON: field 'deliver_at' is not RFC 3339");
+    e.deliver_at = *t;
   }
   if (auto it = j.find("headers"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) throw ConfigError("event JSON: field 'headers' must be an object");

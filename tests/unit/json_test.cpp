@@ -217,8 +217,19 @@ TEST(JsonTest, ALineIsOneObjectAndStrictInputKnowsEveryField) {
   EXPECT_NE(message(typo, JsonInput::strict).find("unknown field 'kye' (did you mean 'key'?)"),
             std::string::npos);
   EXPECT_NE(message(R"({"type":"t","payload":1,"x":1})", JsonInput::strict)
-                .find("unknown field 'x'; the fields are headers, id, key"),
+                .find("unknown field 'x'; the fields are deliver_at, headers, id, key"),
             std::string::npos);
+}
+
+TEST(JsonTest, DeliverAtRoundTrips) {
+  Event e = Event::make("reminder.due", "{}");
+  e.deliver_at = parse_rfc3339("2026-11-27T09:00:00.250000Z");
+  std::string line = to_json(e);
+  EXPECT_NE(line.find(R"("deliver_at":"2026-11-27T09:00:00.250000Z","headers")"), std::string::npos)
+      << line;
+  EXPECT_EQ(event_from_json(line, JsonInput::strict).deliver_at, e.deliver_at);
+  EXPECT_EQ(to_json(Event::make("t", "{}")).find("deliver_at"), std::string::npos);
+  EXPECT_THROW(event_from_json(R"({"type":"t","payload":1,"deliver_at":"soon"})"), ConfigError);
 }
 
 // JSON given as base64 under a JSON content_type is stored as every listing prints it, as a

@@ -46,9 +46,9 @@ class MemoryStore final : public Store {
       TimePoint t = now();
       for (auto& e : prepared) {
         Row row;
+        row.due_at = e.deliver_at && *e.deliver_at > t ? *e.deliver_at : t;
         static_cast<Event&>(row.event) = std::move(e);
         row.event.seq = ++last_seq_;
-        row.due_at = t;
         by_id_[row.event.id] = row.event.seq;
         live_.emplace(row.event.seq, std::move(row));
       }

@@ -144,6 +144,12 @@ class PostgresStore final : public Store {
 
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_, "postgres");
+    // Scheduled delivery is not implemented here yet (docs/relay.md, "Scheduled delivery"):
+    // refused rather than delivered early.
+    for (const auto& e : prepared)
+      if (e.deliver_at)
+        throw ConfigError("deliver_at (scheduled delivery) is not supported by this store yet",
+                          "postgres");
     if (prepared.empty()) return;
     pg::Params params;
     {

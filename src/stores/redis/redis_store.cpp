@@ -110,6 +110,12 @@ class RedisStore final : public Store {
 
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_, kBackend);
+    // Scheduled delivery is not implemented here yet (docs/relay.md, "Scheduled delivery"):
+    // refused rather than delivered early.
+    for (const auto& e : prepared)
+      if (e.deliver_at)
+        throw ConfigError("deliver_at (scheduled delivery) is not supported by this store yet",
+                          std::string(kBackend));
     if (prepared.empty()) return;
     std::vector<std::string> owned;
     owned.reserve(prepared.size() * 2 + 1);

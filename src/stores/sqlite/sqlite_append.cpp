@@ -104,8 +104,14 @@ void insert_events(sqlite3* db, Conn* cache, const SqlText& sql, std::string_vie
         full ? sql.insert_body_full : (short_body_sql = sql.insert_body(rows));
     {
       Use st(prepare(state_sql));
-      for (std::size_t i = 0; i < rows; ++i)
-        bind_text(st, static_cast<int>(i + 1), events[off + i].key);
+      for (std::size_t i = 0; i < rows; ++i) {
+        const Event& e = events[off + i];
+        bind_text(st, static_cast<int>(2 * i + 1), e.key);
+        // Scheduled delivery: due at deliver_at (Unix ms, the store's clock); else 0, at once.
+        std::int64_t due_ms =
+            e.deliver_at ? e.deliver_at->time_since_epoch().count() / 1000 : std::int64_t{0};
+        sqlite3_bind_int64(st, static_cast<int>(2 * i + 2), due_ms);
+      }
       step(st);
     }
     // One INSERT under the write lock numbers its rows consecutively (AUTOINCREMENT takes

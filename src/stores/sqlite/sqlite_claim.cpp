@@ -60,7 +60,8 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
               ? std::string_view(key_text, static_cast<std::size_t>(sqlite3_column_bytes(s, 1)))
               : std::string_view();
       if (!claimable) {
-        if (ordered && !key.empty() && sqlite3_column_int(s, 2) > 0 && !blocked.contains(key))
+        // Leased, waiting to retry, or scheduled (attempts 0, due later): its key waits.
+        if (ordered && !key.empty() && !blocked.contains(key))
           blocked.emplace(key);
       } else if (ordered && !key.empty() && !blocked.empty() && blocked.contains(key)) {
         skip_after_pick = !picked.empty();

@@ -94,14 +94,15 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   next_due = "SELECT min(w) - " + now +
              " FROM (SELECT CASE WHEN lease_owner IS NOT NULL THEN lease_until ELSE due_at "
              "END AS w FROM " +
-             t + " WHERE attempts > 0) WHERE w > " + now + " - 1000";
+             t + " WHERE attempts > 0 OR due_at > 0) WHERE w > " + now + " - 1000";
 }
 
 // State rows first (they take the sequence: consecutive within one statement under the write
-// lock), then the bodies with the same seqs. due_at = 0: a new event is due at once.
+// lock), then the bodies with the same seqs. due_at = 0: a new event is due at once; a
+// scheduled one (Event::deliver_at) is due then, in Unix ms.
 std::string SqlText::insert_state(std::size_t rows) const {
   std::string sql = "INSERT INTO " + table + " (key, due_at) VALUES ";
-  for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,0)" : "(?,0)";
+  for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,?)" : "(?,?)";
   return sql;
 }
 std::string SqlText::insert_body(std::size_t rows) const {
