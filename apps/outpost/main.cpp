@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("outpost ") + OUTPOST_VERSION);
   app.require_subcommand(1, 1);
   app.footer(supported_schemes_text() +
-             "\nExit codes: 0 ok, 2 usage or configuration error, 1 runtime failure.");
+             "\nExit codes: 0 ok, 2 usage or configuration error, 1 runtime failure, 3 relay "
+             "--until-empty dead-lettered events.");
 
   std::map<CLI::App*, Runner> runners;
   auto add = [&](Runner (*fn)(CLI::App&), const char* name) {

@@ -347,6 +347,87 @@ INSTANTIATE_TEST_SUITE_P(Stores, EventsCliTest,
                                                      "OUTPOST_TEST_REDIS_CLUSTER_URL", "prefix="}),
                          [](const auto& info) { return info.param.name; });
 
+// Every exit code docs/cli.md lists is in --help, 3 included (relay --until-empty that
+// dead-lettered).
+TEST(CliHelp, ListsEveryExitCode) {
+  auto r = run_cli({"--help"});
+  EXPECT_EQ(r.code, 0) << r.all();
+  for (const char* code : {"0 ok", "2 usage", "1 runtime failure", "3 relay --until-empty"})
+    EXPECT_NE(r.out.find(code), std::string::npos) << code << "\n" << r.out;
+}
+
+// outpost partitions (docs/cli.md, "partitions"): a running relay owns every partition of its
+// PostgreSQL outbox and the backlog is counted per partition; a SIGTERM hands them over at once
+// (no member is left); stores without partitions are exit 2 before anything is opened.
+TEST(PartitionsCli, ShowsTheRelaysPartitionsAndBacklogAndTheirHandOverOnSigterm) {
+  TempDir dir;
+  for (const char* url : {"sqlite:never.db", "memory:", "redis://127.0.0.1:1/0", "http://x/"}) {
+    auto r = run_cli({"partitions", "--store", url});
+    EXPECT_EQ(r.code, 2) << url << ": " << r.all();
+    EXPECT_EQ(r.out, "") << url;
+  }
+  EXPECT_FALSE(std::filesystem::exists("never.db"));
+  const std::string sqlite = "sqlite:" + (dir / "x.db");
+  EXPECT_NE(run_cli({"partitions", "--store", sqlite}).err.find("no partitions"),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.db"));
+  const std::string base = env_or_empty("OUTPOST_TEST_PG_URL");
+  if (base.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";
+  }
+  const std::string store =
+      base + (base.find('?') == std::string::npos ? "?" : "&") + "table=" + unique_name("parts");
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(run_cli({"emit", "--store", store, "--type", "t", "--key", "k" + std::to_string(i),
+                       "--payload", "{}"})
+                  .code,
+              0);
+  auto view = [&] {
+    auto r = run_cli({"partitions", "--store", store, "--json"});
+    EXPECT_EQ(r.code, 0) << r.all();
+    return r.code == 0 ? json::parse(r.out) : json::object();
+  };
+  auto backlog = [](const json& j) {
+    long long n = 0;
+    for (const auto& p : j["partitions"]) n += p["backlog"].get<long long>();
+    return n;
+  };
+  json before = view();
+  ASSERT_EQ(before["partitions"].size(), 64u) << before.dump();
+  EXPECT_EQ(backlog(before), 3);
+  EXPECT_TRUE(before["members"].empty()) << before.dump();
+
+  // A relay that stays up: once it delivered, it is the one member and owns all 64.
+  const std::string out = dir / "out.jsonl";
+  CliProcess relay({"relay", "--store", store, "--sink", "file:" + out}, dir / "relay.log");
+  json owned;
+  ASSERT_TRUE(eventually(
+      [&] {
+        owned = view();
+        return owned["members"].size() == 1 && owned["members"][0]["partitions"] == 64 &&
+               backlog(owned) == 0;
+      },
+      60s, "the relay owns every partition and drained the backlog"))
+      << owned.dump() << read_file(dir / "relay.log");
+  const std::string member = owned["members"][0]["member"];
+  for (const auto& p : owned["partitions"]) {
+    EXPECT_EQ(p["owner"], member) << p.dump();
+    EXPECT_GE(p["fence"].get<long long>(), 1) << p.dump();
+  }
+  EXPECT_EQ(event_ids_in(read_file(out)).size(), 3u);
+
+  // SIGTERM: the relay leaves and releases its partitions without waiting for their lease.
+  relay.signal(SIGTERM);
+  ASSERT_EQ(relay.wait(60s), 0) << read_file(dir / "relay.log");
+  json after = view();
+  EXPECT_TRUE(after["members"].empty()) << after.dump();
+  for (const auto& p : after["partitions"])
+    EXPECT_TRUE(p["owner"].is_null() || p["lease_left_ms"].is_null() ||
+                p["lease_left_ms"].get<long long>() <= 0)
+        << p.dump();
+}
+
 // Usage errors: exit 2 naming what is wrong, before the store is opened (the SQLite file is not
 // created).
 TEST(EventsCliUsage, BadInputIsExit2BeforeTheStoreIsOpened) {
