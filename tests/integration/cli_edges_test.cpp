@@ -719,7 +719,7 @@ TEST(CliUsage, EmitRefusesInputItCannotKeep) {
   const std::vector<Bad> lines{
       {R"({"type":"t","kye":"acct-1","payload":1})", "unknown field 'kye' (did you mean 'key'?)"},
       {R"({"type":"t","key":"k","delay_ms":500,"payload":1})",
-       "unknown field 'delay_ms'; the fields are headers, id, key, occurred_at, payload"},
+       "unknown field 'delay_ms'; the fields are deliver_at, headers, id, key, occurred_at, payload"},
       {R"({"type":"t","Payload":1,"payload":2,"headrs":{}})",
        "unknown fields 'Payload' (did you mean 'payload'?), 'headrs' (did you mean 'headers'?)"},
       {std::string(R"({"type":"t","payload":1})") + '\0' + R"({"type":"u","payload":2})",
