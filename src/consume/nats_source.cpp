@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "consume/message.h"
 #include "consume/sources.h"
@@ -35,6 +36,9 @@ struct SubscriptionDeleter {
 };
 struct ConsumerInfoDeleter {
   void operator()(jsConsumerInfo* ci) const noexcept { jsConsumerInfo_Destroy(ci); }
+};
+struct StreamInfoDeleter {
+  void operator()(jsStreamInfo* si) const noexcept { jsStreamInfo_Destroy(si); }
 };
 struct MetaDeleter {
   void operator()(jsMsgMetaData* m) const noexcept { jsMsgMetaData_Destroy(m); }
@@ -136,15 +140,10 @@ class NatsSource final : public Source {
       return t.position;
     }
     if (!js_) connect();
+    if (t.kind == SeekTarget::Kind::time) return sequence_before(t.time);
     jsConsumerConfig cc;
     init_consumer_config(cc, c_, 1);
-    if (t.kind == SeekTarget::Kind::end) {
-      cc.DeliverPolicy = js_DeliverNew;
-    } else if (t.kind == SeekTarget::Kind::time) {
-      cc.DeliverPolicy = js_DeliverByStartTime;
-      cc.OptStartTime =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(t.time.time_since_epoch()).count();
-    }
+    if (t.kind == SeekTarget::Kind::end) cc.DeliverPolicy = js_DeliverNew;
     jsConsumerInfo* raw = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
     natsStatus s = js_AddConsumer(&raw, js_.get(), c_.stream.c_str(), &cc, nullptr, &jerr);
@@ -161,6 +160,58 @@ class NatsSource final : public Source {
   }
 
  private:
+  // The position before the first message the stream stored at or after `time`: a binary
+  // search over the stored messages' times (stream times only grow). Not a consumer created
+  // with DeliverByStartTime: nats-server 2.9 sometimes placed it after the last message for a
+  // time between two messages, and a seek to a time then skipped everything after it
+  // (ConsumerGroupsBroker.NatsJetStream, about one run in six).
+  std::string sequence_before(TimePoint time) {
+    jsStreamInfo* raw = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetStreamInfo(&raw, js_.get(), c_.stream.c_str(), nullptr, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr)
+      throw Error(ErrorCode::not_found, "nats",
+                  c_.where + ": stream '" + c_.stream + "' does not exist");
+    if (s != NATS_OK)
+      throw ConnectionError("nats", c_.where + ": stream info: " + status_text(s) +
+                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+    std::unique_ptr<jsStreamInfo, StreamInfoDeleter> si(raw);
+    const std::uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
+    if (last == 0 || first > last) return std::to_string(last);
+    const std::int64_t target =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(time.time_since_epoch()).count();
+    std::uint64_t lo = first, hi = last + 1;  // the first message at or after `time`: in [lo, hi]
+    while (lo < hi) {
+      std::uint64_t mid = lo + (hi - lo) / 2;
+      auto at = stored_time(mid);
+      while (!at && ++mid < hi) at = stored_time(mid);  // a deleted message: the next one
+      if (!at) {
+        hi = lo + (hi - lo) / 2;  // nothing stored from there to hi: reading on from it is the same
+        continue;
+      }
+      if (*at >= target)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return std::to_string(lo - 1);
+  }
+
+  // When the stream stored message `seq` (ns since the epoch), or nothing if it was deleted.
+  std::optional<std::int64_t> stored_time(std::uint64_t seq) {
+    natsMsg* raw = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetMsg(&raw, js_.get(), c_.stream.c_str(), seq, nullptr, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return std::nullopt;
+    if (s != NATS_OK)
+      throw ConnectionError("nats", c_.where + ": get message " + std::to_string(seq) + ": " +
+                                        status_text(s) +
+                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+    std::int64_t at = natsMsg_GetTime(raw);
+    natsMsg_Destroy(raw);
+    return at;
+  }
+
   void connect() {
     natsStatus status = NATS_OK;
     const char* step = "";
