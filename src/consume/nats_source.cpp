@@ -147,12 +147,7 @@ class NatsSource final : public Source {
     jsConsumerInfo* raw = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
     natsStatus s = js_AddConsumer(&raw, js_.get(), c_.stream.c_str(), &cc, nullptr, &jerr);
-    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr)
-      throw Error(ErrorCode::not_found, "nats",
-                  c_.where + ": stream '" + c_.stream + "' does not exist");
-    if (s != NATS_OK)
-      throw ConnectionError("nats", c_.where + ": create consumer: " + status_text(s) +
-                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+    check_stream_call(s, jerr, "create consumer");
     std::unique_ptr<jsConsumerInfo, ConsumerInfoDeleter> ci(raw);
     auto before = ci->Delivered.Stream;
     js_DeleteConsumer(js_.get(), c_.stream.c_str(), ci->Name, nullptr, nullptr);
@@ -160,6 +155,17 @@ class NatsSource final : public Source {
   }
 
  private:
+  // A call about the group's stream: a missing stream is not_found (naming it), any other
+  // failure a ConnectionError naming `what`.
+  void check_stream_call(natsStatus s, jsErrCode jerr, const char* what) const {
+    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr)
+      throw Error(ErrorCode::not_found, "nats",
+                  c_.where + ": stream '" + c_.stream + "' does not exist");
+    if (s != NATS_OK)
+      throw ConnectionError("nats", c_.where + ": " + what + ": " + status_text(s) +
+                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+  }
+
   // The position before the first message the stream stored at or after `time`: a binary
   // search over the stored messages' times (stream times only grow). Not a consumer created
   // with DeliverByStartTime: nats-server 2.9 sometimes placed it after the last message for a
@@ -169,12 +175,7 @@ class NatsSource final : public Source {
     jsStreamInfo* raw = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
     natsStatus s = js_GetStreamInfo(&raw, js_.get(), c_.stream.c_str(), nullptr, &jerr);
-    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr)
-      throw Error(ErrorCode::not_found, "nats",
-                  c_.where + ": stream '" + c_.stream + "' does not exist");
-    if (s != NATS_OK)
-      throw ConnectionError("nats", c_.where + ": stream info: " + status_text(s) +
-                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+    check_stream_call(s, jerr, "stream info");
     std::unique_ptr<jsStreamInfo, StreamInfoDeleter> si(raw);
     const std::uint64_t first = si->State.FirstSeq, last = si->State.LastSeq;
     if (last == 0 || first > last) return std::to_string(last);
