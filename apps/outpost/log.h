@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "core/escape_controls.h"
+
 namespace outpost::cli {
 
 class PipelineSource;
@@ -22,10 +24,8 @@ class PipelineSource;
 // `command` prefixes text lines ("outpost consume"); `format` is "text" or "json".
 void set_log_format(const std::string& command, const std::string& format);
 bool json_logs();
-// `text` with its control characters escaped (\n, \r, \t, \xHH, C1 as \u0080-\u009f, a byte
-// that is not UTF-8 as \xHH), as text log lines and error messages print outside text
-// (docs/operations.md, "Logs").
-std::string escape_controls(const std::string& text);
+// Text log lines and error messages print outside text with its controls escaped.
+using outpost::escape_controls;
 void log(const std::string& line, const std::string& pipeline = {},
          spdlog::level::level_enum level = spdlog::level::info);
 
