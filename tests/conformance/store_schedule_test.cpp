@@ -1,14 +1,11 @@
 // Scheduled delivery (Event::deliver_at, docs/relay.md "Scheduled delivery"): the store holds an
 // event until its time, in ordered mode its key's later events wait too, and wait_for_work
-// wakes for it without the caller polling. The same on every store case that schedules; a store
-// that does not (yet) refuses an event with deliver_at instead of delivering it early.
+// wakes for it without the caller polling. The same on every store case.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <string_view>
 
-#include "outpost/error.h"
 #include "outpost/store.h"
 #include "store_case_test.h"
 
@@ -23,11 +20,6 @@ class StoreSchedule : public testing::StoreCaseTest {
   Store& store() {
     if (fixtures().empty()) make();
     return *fixtures().front().store;
-  }
-  // Redis and PostgreSQL refuse deliver_at for now (RefusedWhereNotScheduled).
-  bool schedules() {
-    std::string_view b = store().backend();
-    return b == "memory" || b == "sqlite";
   }
 };
 
@@ -61,7 +53,6 @@ std::vector<StoredEvent> claim_when_due(Store& s, std::size_t want, ClaimOrder o
 }
 
 TEST_P(StoreSchedule, HeldUntilDueThenDeliveredWithoutPolling) {
-  if (!schedules()) GTEST_SKIP() << "this store refuses deliver_at (RefusedWhereNotScheduled)";
   std::vector<Event> events{scheduled("", 1500ms)};
   auto start = SteadyClock::now();
   store().append(events);
@@ -77,7 +68,6 @@ TEST_P(StoreSchedule, HeldUntilDueThenDeliveredWithoutPolling) {
 }
 
 TEST_P(StoreSchedule, ScheduledHeadHoldsBackItsKeyInOrderedMode) {
-  if (!schedules()) GTEST_SKIP() << "this store refuses deliver_at (RefusedWhereNotScheduled)";
   std::vector<Event> events{scheduled("k", 1500ms), Event::make("t", "{}", "k"),
                             Event::make("t", "{}", "j")};
   store().append(events);
@@ -93,19 +83,11 @@ TEST_P(StoreSchedule, ScheduledHeadHoldsBackItsKeyInOrderedMode) {
 }
 
 TEST_P(StoreSchedule, PastDeliverAtIsDueAtOnce) {
-  if (!schedules()) GTEST_SKIP() << "this store refuses deliver_at (RefusedWhereNotScheduled)";
   std::vector<Event> events{scheduled("", -1h)};
   store().append(events);
   auto batch = store().claim(10, 30s);
   ASSERT_EQ(batch.events.size(), 1u);
   EXPECT_EQ(batch.events[0].id, events[0].id);
-}
-
-TEST_P(StoreSchedule, RefusedWhereNotScheduled) {
-  if (schedules()) GTEST_SKIP() << "this store schedules";
-  std::vector<Event> events{scheduled("", 1h)};
-  EXPECT_THROW(store().append(events), ConfigError);
-  EXPECT_TRUE(store().claim(10, 30s).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreSchedule, ::testing::ValuesIn(testing::store_cases()),

@@ -339,6 +339,33 @@ TEST_P(EventsCliTest, ShowFindsAnArchivedEvent) {
   EXPECT_NE(r.err.find("nor archived"), std::string::npos) << r.err;
 }
 
+// Scheduled delivery from the CLI (issue 20 item 1, docs/relay.md "Scheduled delivery"): `emit
+// --delay` holds the event; `relay --until-empty` waits for it (it is pending, not gone) and
+// delivers it no earlier than its time, before the later event of its key and after the
+// unscheduled event of another key. Only a lower bound on time is checked.
+TEST_P(EventsCliTest, EmitDelayHoldsTheEventAndItsKeyUntilDue) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_cli({"emit", "--store", store_, "--type", "reminder.due", "--key", "k", "--payload",
+                    "{}", "--delay", "2s"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  const std::string scheduled = r.out.substr(0, r.out.find('\n'));
+  const std::string later = emit("t", "k");
+  const std::string other = emit("t", "j");
+  EXPECT_EQ(stats()["pending"], 3) << "a scheduled event is still pending";
+  r = run_cli(
+      {"relay", "--store", store_, "--sink", "file:" + (dir_ / "out.jsonl"), "--until-empty"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1500ms)
+      << "--until-empty ended before the scheduled event was due";
+  auto got = event_ids_in(read_file(dir_ / "out.jsonl"));
+  ASSERT_EQ(got.size(), 3u) << read_file(dir_ / "out.jsonl");
+  EXPECT_EQ(got[0], other) << "the other key's event waited for the scheduled one";
+  EXPECT_EQ(got[1], scheduled);
+  EXPECT_EQ(got[2], later) << "key k's later event went before its scheduled head";
+  r = run_cli({"emit", "--store", store_, "--type", "t", "--payload", "{}", "--delay", "soon"});
+  EXPECT_EQ(r.code, 2) << r.all();
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, EventsCliTest,
                          ::testing::Values(StoreKind{"sqlite", nullptr, ""},
                                            StoreKind{"postgresql", "OUTPOST_TEST_PG_URL", "table="},

@@ -264,7 +264,7 @@ TimePoint from_pg_micros(std::int64_t v) {
 std::string ArrayBuilder::finish() const {
   std::string out;
   put_i32(out, 1);  // dimensions
-  put_i32(out, 0);  // no nulls
+  put_i32(out, has_nulls_ ? 1 : 0);
   put_i32(out, static_cast<std::int32_t>(oid_));
   put_i32(out, count_);
   put_i32(out, 1);  // lower bound

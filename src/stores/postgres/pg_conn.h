@@ -186,10 +186,16 @@ class ArrayBuilder {
     body_.append(bytes);
     ++count_;
   }
+  void add_null() {
+    put_i32(body_, -1);  // a NULL element: length -1, no bytes
+    has_nulls_ = true;
+    ++count_;
+  }
   std::string finish() const;
 
  private:
   unsigned oid_;
+  bool has_nulls_ = false;
   std::int32_t count_ = 0;
   std::string body_;
 };

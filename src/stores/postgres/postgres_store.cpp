@@ -144,17 +144,12 @@ class PostgresStore final : public Store {
 
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_, "postgres");
-    // Scheduled delivery is not implemented here yet (docs/relay.md, "Scheduled delivery"):
-    // refused rather than delivered early.
-    for (const auto& e : prepared)
-      if (e.deliver_at)
-        throw ConfigError("deliver_at (scheduled delivery) is not supported by this store yet",
-                          "postgres");
     if (prepared.empty()) return;
     pg::Params params;
     {
       pg::ArrayBuilder ids(pg::kUuidOid), types(pg::kTextOid), keys(pg::kTextOid),
-          payloads(pg::kByteaOid), times(pg::kTimestamptzOid), headers(pg::kJsonbOid);
+          payloads(pg::kByteaOid), times(pg::kTimestamptzOid), headers(pg::kJsonbOid),
+          deliver_at(pg::kTimestamptzOid);
       std::string tmp;
       for (const auto& e : prepared) {
         ids.add(std::string_view(reinterpret_cast<const char*>(e.id.bytes().data()), 16));
@@ -165,8 +160,16 @@ class PostgresStore final : public Store {
         pg::put_i64(tmp, pg::to_pg_micros(e.occurred_at));
         times.add(tmp);
         headers.add("\x01" + core::headers_to_json(e.headers));
+        if (e.deliver_at) {
+          tmp.clear();
+          pg::put_i64(tmp, pg::to_pg_micros(*e.deliver_at));
+          deliver_at.add(tmp);
+        } else {
+          deliver_at.add_null();
+        }
       }
-      for (auto* a : {&ids, &types, &keys, &payloads, &times, &headers}) params.binary(a->finish());
+      for (auto* a : {&ids, &types, &keys, &payloads, &times, &headers, &deliver_at})
+        params.binary(a->finish());
     }
     if (tx.kind() == TxHandle::Kind::postgres) {
       auto* conn = static_cast<PGconn*>(tx.native());

@@ -6,10 +6,16 @@ Sql::Sql(const Names& n, bool crashes) {
   const std::string& t = n.outbox;
   const std::string columns =
       crashes ? kEventColumns : "seq, id, type, key, payload, occurred_at, headers, attempts, 0";
+  // A scheduled event (Event::deliver_at, $7 not null) is written as one waiting for its time
+  // (state 2, due_at = deliver_at): claimed once due, holding its key back until then in
+  // ordered mode, and next_due wakes an idle relay for it (docs/emit-contract.md).
   insert = "INSERT INTO " + t +
-           " (id, type, key, payload, occurred_at, headers) SELECT * FROM unnest("
-           "$1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], "
-           "$6::jsonb[]) WHERE NOT EXISTS (SELECT 1 FROM " +
+           " (id, type, key, payload, occurred_at, headers, state, due_at) SELECT u.id, u.type, "
+           "u.key, u.payload, u.occurred_at, u.headers, CASE WHEN u.deliver_at IS NULL THEN 0 "
+           "ELSE 2 END, coalesce(u.deliver_at, now()) FROM unnest($1::uuid[], $2::text[], "
+           "$3::text[], $4::bytea[], $5::timestamptz[], $6::jsonb[], $7::timestamptz[]) AS u(id, "
+           "type, key, payload, occurred_at, headers, deliver_at) WHERE NOT EXISTS (SELECT 1 "
+           "FROM " +
            n.dead + " WHERE id = ANY($1::uuid[]))";
   // Whether the row under alias `a` can be claimed now: ready, lease expired, or retry due.
   auto claimable_row = [](const std::string& a) {

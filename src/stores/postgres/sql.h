@@ -18,7 +18,8 @@ struct Sql {
   // read-only, not migrated) the reads return crashes 0 and no write may run.
   explicit Sql(const Names& n, bool crashes = true);
 
-  std::string insert;  // $1..$6: arrays of id, type, key, payload, occurred_at, headers
+  std::string insert;  // $1..$7: arrays of id, type, key, payload, occurred_at, headers,
+                       // deliver_at (null: due now)
   // Claims return kEventColumns, then part and fence.
   std::string claim_any;      // $1 owner, $2 lease ms, $3 member; {max}
   std::string claim_ordered;  // same, only runs whose key head this statement locked

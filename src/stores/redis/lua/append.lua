@@ -1,4 +1,6 @@
--- ARGV: B, n, then per event: id, key, body. Returns n.
+-- ARGV: B, n, then per event: id, key, body; then, optionally, per event its due time (ms, the
+-- server's clock; '' or 0: now): a scheduled event (Event::deliver_at) waits in pending with that
+-- score, so a claim takes it once due and its key's later events wait behind it. Returns n.
 -- Runs as EVALSHA on its own, or as EVAL queued inside the caller's MULTI.
 -- A duplicate id (in the call, or of a live or dead event) rejects the whole call unwritten.
 local bad = layout_error()
@@ -46,7 +48,8 @@ for i = 0, n - 1 do
     tails[key] = id .. ' ' .. seq
   end
   bodies[#bodies + 1] = id; bodies[#bodies + 1] = ARGV[a + 2]
-  pend[#pend + 1] = now; pend[#pend + 1] = id
+  local due = tonumber(ARGV[3 + n * 3 + i] or '') or 0
+  pend[#pend + 1] = math.max(due, now); pend[#pend + 1] = id
   live[#live + 1] = seq; live[#live + 1] = id
 end
 bulk('HSET', B .. 'v3:body', bodies)
