@@ -52,4 +52,16 @@ using SinkChecker = void (*)(std::string_view url);
 void register_store_scheme(std::string_view scheme, StoreOpener open, StoreChecker check = nullptr);
 void register_sink_scheme(std::string_view scheme, SinkOpener open, SinkChecker check = nullptr);
 
+// The consuming side's sources (include/outpost/source.h) register the same way: each broker
+// source lives beside its sink (src/sinks/<backend>/) in its own library (outpost::kafka_source,
+// ...), so outpost::consume links no broker client. open_source() (outpost::consume) opens file:
+// itself and asks this registry for the rest. `open` throws ConfigError for a bad URL.
+class Source;
+using SourceOpener = std::unique_ptr<Source> (*)(std::string_view url);
+void register_source_scheme(std::string_view scheme, SourceOpener open);
+// The opener registered for `scheme` (matched case-insensitively), or null.
+SourceOpener find_source_opener(std::string_view scheme);
+// Registered source schemes, built-in order first (file: is not registered here).
+std::vector<std::string> registered_source_schemes();
+
 }  // namespace outpost

@@ -1,8 +1,10 @@
-// open_source(): scheme dispatch to the sources this build has.
+// open_source(): file: is built in; every other scheme comes from the broker source libraries
+// linked into the program, which register with the factory (src/factory/register/*_source.cpp).
 
 #include "consume/sources.h"
 
 #include "outpost/error.h"
+#include "outpost/factory.h"
 
 namespace outpost {
 
@@ -14,30 +16,14 @@ std::string Source::position_for(const SeekTarget& target) {
 
 std::vector<std::string> source_schemes() {
   std::vector<std::string> schemes{"file"};
-#ifdef OUTPOST_CONSUME_HAVE_REDIS
-  schemes.push_back("redis-stream");
-#endif
-#ifdef OUTPOST_CONSUME_HAVE_KAFKA
-  schemes.push_back("kafka");
-#endif
-#ifdef OUTPOST_CONSUME_HAVE_NATS
-  schemes.push_back("nats");
-#endif
+  for (auto& s : registered_source_schemes()) schemes.push_back(std::move(s));
   return schemes;
 }
 
 std::unique_ptr<Source> open_source(std::string_view text) {
   auto url = core::Url::parse(text);
   if (url.scheme() == "file") return consume::open_file_source(url);
-#ifdef OUTPOST_CONSUME_HAVE_REDIS
-  if (url.scheme() == "redis-stream") return consume::open_redis_stream_source(url);
-#endif
-#ifdef OUTPOST_CONSUME_HAVE_KAFKA
-  if (url.scheme() == "kafka") return consume::open_kafka_source(url);
-#endif
-#ifdef OUTPOST_CONSUME_HAVE_NATS
-  if (url.scheme() == "nats") return consume::open_nats_source(url);
-#endif
+  if (SourceOpener open = find_source_opener(url.scheme())) return open(text);
   std::string list;
   for (const auto& s : source_schemes()) list += (list.empty() ? "" : ", ") + s;
   throw ConfigError("bad source URL '" + url.redacted() + "': scheme '" + url.scheme() +

@@ -1,7 +1,9 @@
 #pragma once
-// Constructors of the sources open_source() dispatches to by scheme.
+// Constructors of the sources open_source() opens: file: here, the broker sources beside their
+// sinks (src/sinks/<backend>/<backend>_source.cpp), registered with the factory by scheme.
 
 #include <memory>
+#include <string_view>
 
 #include "core/url.h"
 #include "outpost/consumer.h"
@@ -9,11 +11,9 @@
 namespace outpost::consume {
 
 std::unique_ptr<Source> open_file_source(const core::Url& url);
-// Defined only when hiredis was found (OUTPOST_CONSUME_HAVE_REDIS).
-std::unique_ptr<Source> open_redis_stream_source(const core::Url& url);
-// Defined only when librdkafka was found (OUTPOST_CONSUME_HAVE_KAFKA).
-std::unique_ptr<Source> open_kafka_source(const core::Url& url);
-// Defined only when cnats was found (OUTPOST_CONSUME_HAVE_NATS).
-std::unique_ptr<Source> open_nats_source(const core::Url& url);
+// In outpost::redis_stream_source, outpost::kafka_source, outpost::nats_source.
+std::unique_ptr<Source> open_redis_stream_source(std::string_view url);
+std::unique_ptr<Source> open_kafka_source(std::string_view url);
+std::unique_ptr<Source> open_nats_source(std::string_view url);
 
 }  // namespace outpost::consume

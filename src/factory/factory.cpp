@@ -1,4 +1,4 @@
-// The scheme registry behind open_store/open_sink. Backends add themselves from static
+// The scheme registry behind open_store/open_sink/open_source. Backends add themselves from static
 // registration objects (src/factory/register/*.cpp), which run before main() in any order, so
 // the tables are function-local statics guarded by a mutex, and listing order comes from a
 // fixed rank rather than from registration order.
@@ -77,6 +77,10 @@ Registry<SinkOpener>& sinks() {
   static Registry<SinkOpener> registry;
   return registry;
 }
+Registry<SourceOpener>& sources() {
+  static Registry<SourceOpener> registry;
+  return registry;
+}
 
 // The scheme of `url`, lowercased, or empty when there is no "scheme:" prefix.
 std::string scheme_of(std::string_view url) {
@@ -128,6 +132,16 @@ void register_store_scheme(std::string_view scheme, StoreOpener open, StoreCheck
 void register_sink_scheme(std::string_view scheme, SinkOpener open, SinkChecker check) {
   sinks().add(scheme, open);
   sink_checkers().add(scheme, check);
+}
+
+void register_source_scheme(std::string_view scheme, SourceOpener open) {
+  sources().add(scheme, open);
+}
+SourceOpener find_source_opener(std::string_view scheme) {
+  return sources().find(lowercase(scheme));
+}
+std::vector<std::string> registered_source_schemes() {
+  return sources().schemes();
 }
 
 void check_store_url(std::string_view url) {

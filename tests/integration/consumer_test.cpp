@@ -19,6 +19,7 @@
 #include "consume/sql.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
+#include "outpost/factory.h"
 #include "outpost/json.h"
 #include "outpost/sinks/file.h"
 #include "outpost/source_wrapper.h"
@@ -465,6 +466,31 @@ TEST(ConsumerConfig, BadUrlsAndOptionsNameTheProblem) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
   }
+}
+
+// A source scheme registered with the factory (how the broker sources beside their sinks add
+// theirs) opens through open_source() and is listed by source_schemes(); an unknown one lists it.
+std::unique_ptr<Source> open_test_log(std::string_view url) {
+  return open_source("file:" + std::string(url.substr(url.find(':') + 1)));
+}
+
+TEST(SourceRegistry, ARegisteredSchemeOpensThroughOpenSourceAndIsListed) {
+  auto path = (std::filesystem::temp_directory_path() / unique_name("registry_log")).string();
+  std::ofstream(path) << "";
+  EXPECT_THROW(open_source("test-log:" + path), ConfigError);
+  register_source_scheme("Test-Log", &open_test_log);
+  auto source = open_source("test-log:" + path);
+  EXPECT_EQ(source->name(), "file");
+  auto schemes = source_schemes();
+  EXPECT_EQ(schemes.front(), "file");
+  EXPECT_NE(std::find(schemes.begin(), schemes.end(), "test-log"), schemes.end());
+  try {
+    open_source("gopher://h/x");
+    ADD_FAILURE() << "an unknown scheme opened";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("test-log"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace

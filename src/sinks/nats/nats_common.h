@@ -1,8 +1,8 @@
 #pragma once
-// What the NATS JetStream sink and the NATS source (src/consume/nats_source.cpp, which reads
-// what the sink publishes) share: cnats' owning deleters, its error text, the connection part of
+// What the NATS JetStream sink and the NATS source (nats_source.cpp, which reads what the sink
+// publishes) share: cnats' owning deleters, its error text, the connection part of
 // a nats:// URL, the sink's publishing parameters (the source accepts them too, so one URL serves
-// relay and consumer) and the connection options both want (reconnect forever).
+// relay and consumer), the connection options both want (reconnect forever) and connecting.
 
 #include <nats/nats.h>
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/url.h"
+#include "outpost/error.h"
 #include "outpost/event.h"
 #include "outpost/sink.h"
 
@@ -27,6 +28,7 @@ struct OptionsDeleter {
   void operator()(natsOptions* o) const noexcept { natsOptions_Destroy(o); }
 };
 using OptionsPtr = std::unique_ptr<natsOptions, OptionsDeleter>;
+using ConnectionPtr = std::unique_ptr<natsConnection, ConnectionDeleter>;
 
 // The status' text, with cnats' last error when it says more.
 inline std::string status_text(natsStatus s) {
@@ -98,6 +100,22 @@ inline OptionsPtr connection_options(const Endpoint& e, Duration timeout, natsSt
   natsOptions_SetReconnectWait(opts.get(), 250);
   natsOptions_SetTimeout(opts.get(), timeout.count());
   return opts;
+}
+
+// A connection to `e` with the options above, which `tweak` (when given) adjusts first. `who`
+// ("nats sink nats://h:4222/...") starts each message: ConfigError when cnats refuses an
+// option, ConnectionError when no server can be reached.
+inline ConnectionPtr connect(const Endpoint& e, Duration timeout, const std::string& who,
+                             void (*tweak)(natsOptions*) = nullptr) {
+  natsStatus status = NATS_OK;
+  const char* step = "";
+  OptionsPtr opts = connection_options(e, timeout, status, step);
+  if (!opts) throw ConfigError(who + ": " + step + ": " + status_text(status), "nats");
+  if (tweak) tweak(opts.get());
+  natsConnection* nc = nullptr;
+  natsStatus s = natsConnection_Connect(&nc, opts.get());
+  if (s != NATS_OK) throw ConnectionError("nats", who + ": connect: " + status_text(s));
+  return ConnectionPtr(nc);
 }
 
 }  // namespace outpost::nats

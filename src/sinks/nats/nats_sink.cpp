@@ -81,7 +81,6 @@ DeliveryResult outcome_of(natsStatus status, int js_code, const std::string& why
                                                                        : core::refused(why);
 }
 
-using nats::ConnectionDeleter;
 using nats::JsDeleter;
 using nats::status_text;
 struct MsgDeleter {
@@ -129,20 +128,11 @@ class NatsSink final : public Sink {
   explicit NatsSink(NatsConfig config) : config_(std::move(config)) {
     // Outages of any length: reconnect forever; deliveries fail meanwhile (no buffering of
     // publishes that the relay would think are in flight).
-    natsStatus status = NATS_OK;
-    const char* step = "";
-    nats::OptionsPtr opts = nats::connection_options(config_, config_.timeout, status, step);
-    if (!opts) check(status, step);
     // No reconnect buffer worth the name: publishes made while reconnecting must fail (we
     // report them failed), not be replayed later behind our back, where a replayed later event
     // of a key could land before the redelivery of an earlier one that was lost.
-    natsOptions_SetReconnectBufSize(opts.get(), 1);
-
-    natsConnection* nc = nullptr;
-    natsStatus s = natsConnection_Connect(&nc, opts.get());
-    if (s != NATS_OK)
-      throw ConnectionError("nats", "nats sink " + config_.where + ": connect: " + status_text(s));
-    nc_.reset(nc);
+    nc_ = nats::connect(config_, config_.timeout, "nats sink " + config_.where,
+                        [](natsOptions* o) { natsOptions_SetReconnectBufSize(o, 1); });
 
     jsOptions jo;
     jsOptions_Init(&jo);
@@ -415,7 +405,7 @@ class NatsSink final : public Sink {
   std::unordered_map<std::string, std::string> subjects_;  // event type -> subject
   core::Rfc3339Formatter time_;
   std::string attr_, clean_;  // scratch for header names and cleaned values
-  std::unique_ptr<natsConnection, ConnectionDeleter> nc_;
+  nats::ConnectionPtr nc_;
   std::unique_ptr<jsCtx, JsDeleter> js_;
 
   std::mutex mu_;  // guards the per-call state below (PubAcks arrive on cnats' thread)

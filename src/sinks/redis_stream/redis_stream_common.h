@@ -1,5 +1,5 @@
 #pragma once
-// What the Redis Streams sink and the Redis Streams source (src/consume/redis_stream_source.cpp,
+// What the Redis Streams sink and the Redis Streams source (redis_stream_source.cpp,
 // which reads what the sink writes) share: the connection part of a redis-stream:// URL and its
 // trimming parameters (one URL serves relay and consumer), hiredis' owning pointers, a timeout as
 // a timeval, and one command from a list of binary-safe arguments.

@@ -395,7 +395,8 @@ class KafkaSource final : public Source {
 
 }  // namespace
 
-std::unique_ptr<Source> open_kafka_source(const core::Url& url) {
+std::unique_ptr<Source> open_kafka_source(std::string_view text) {
+  auto url = core::Url::parse(text);
   Config c;
   c.where = url.redacted();
   auto bad = [&](const std::string& what) {

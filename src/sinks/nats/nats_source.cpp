@@ -25,7 +25,6 @@
 namespace outpost::consume {
 namespace {
 
-using nats::ConnectionDeleter;
 using nats::JsDeleter;
 using nats::status_text;
 struct SubscriptionDeleter {
@@ -214,20 +213,12 @@ class NatsSource final : public Source {
   }
 
   void connect() {
-    natsStatus status = NATS_OK;
-    const char* step = "";
-    nats::OptionsPtr opts = nats::connection_options(c_, c_.timeout, status, step);
-    if (!opts) throw ConnectionError("nats", c_.where + ": " + step + ": " + status_text(status));
-    natsConnection* nc = nullptr;
-    natsStatus s = natsConnection_Connect(&nc, opts.get());
-    if (s != NATS_OK)
-      throw ConnectionError("nats", "cannot connect to " + c_.where + ": " + status_text(s));
-    nc_.reset(nc);
+    nc_ = nats::connect(c_, c_.timeout, c_.where);
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = c_.timeout.count();
     jsCtx* js = nullptr;
-    s = natsConnection_JetStream(&js, nc_.get(), &jo);
+    natsStatus s = natsConnection_JetStream(&js, nc_.get(), &jo);
     if (s != NATS_OK) {
       nc_.reset();
       throw ConnectionError("nats", c_.where + ": jetstream: " + status_text(s));
@@ -281,7 +272,7 @@ class NatsSource final : public Source {
   }
 
   Config c_;
-  std::unique_ptr<natsConnection, ConnectionDeleter> nc_;
+  nats::ConnectionPtr nc_;
   std::unique_ptr<jsCtx, JsDeleter> js_;
   std::unique_ptr<natsSubscription, SubscriptionDeleter> sub_;
   std::uint64_t next_ = 1;  // the stream sequence the next read starts at
@@ -289,7 +280,8 @@ class NatsSource final : public Source {
 
 }  // namespace
 
-std::unique_ptr<Source> open_nats_source(const core::Url& url) {
+std::unique_ptr<Source> open_nats_source(std::string_view text) {
+  auto url = core::Url::parse(text);
   Config c;
   c.where = url.redacted();
   auto bad = [&](const std::string& what) {

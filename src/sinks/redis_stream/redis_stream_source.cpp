@@ -223,7 +223,8 @@ class RedisStreamSource final : public Source {
 
 }  // namespace
 
-std::unique_ptr<Source> open_redis_stream_source(const core::Url& url) {
+std::unique_ptr<Source> open_redis_stream_source(std::string_view text) {
+  auto url = core::Url::parse(text);
   Config c;
   c.where = url.redacted();
   auto bad = [&](const std::string& what) {
