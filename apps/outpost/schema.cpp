@@ -79,7 +79,10 @@ std::string postgres_text(std::string_view url) {
          "-- object of strings). Every other column keeps its default; part is computed. The\n"
          "-- trigger " +
          n.q_schema + ".\"" + n.table + "_notify\" wakes the relay (NOTIFY " + n.channel +
-         ") at COMMIT.\n";
+         ") at COMMIT.\n"
+         "-- Scheduled delivery: add deliver_at (timestamptz) to the INSERT; a future time holds\n"
+         "-- the event until then (the trigger " +
+         n.q_schema + ".\"" + n.table + "_schedule\").\n";
 }
 #endif
 

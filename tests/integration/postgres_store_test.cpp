@@ -181,7 +181,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   };
   open_postgres_store(url);
   EXPECT_EQ(reloptions(), "fillfactor=30");
-  EXPECT_EQ(version(), "4");
+  EXPECT_EQ(version(), "5");
   // What a v1 build left behind.
   query_one(conn.get(), "ALTER TABLE \"" + table + "\" SET (fillfactor = 60)");
   query_one(conn.get(),
@@ -189,7 +189,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   {
     auto store = open_postgres_store(url);
     EXPECT_EQ(reloptions(), "fillfactor=30");
-    EXPECT_EQ(version(), "4");
+    EXPECT_EQ(version(), "5");
     std::vector<Event> events{Event::make("t", "{}", "k")};
     store->append(events);
     auto batch = store->claim(10, 5s);
@@ -218,7 +218,7 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
                      "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
   };
   open_postgres_store(url);
-  EXPECT_EQ(version(), "4");
+  EXPECT_EQ(version(), "5");
   // What a v2 build left behind.
   query_one(conn.get(), "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table + "_claim_needs_v4\"");
   query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN crashes");
@@ -251,7 +251,7 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
   EXPECT_EQ(version(), "2");  // read-only migrated nothing
   {
     auto store = open_postgres_store(url);
-    EXPECT_EQ(version(), "4");
+    EXPECT_EQ(version(), "5");
     auto listed = store->list(10);
     ASSERT_EQ(listed.size(), 1u);
     EXPECT_EQ(listed[0].crashes, 0);
@@ -315,7 +315,7 @@ TEST(PostgresStore, SchemaV3OutboxIsUpgradedToV4AndOldRelaysAreRefused) {
   auto store = open_postgres_store(url);
   EXPECT_EQ(query_one(conn.get(),
                       "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'"),
-            "4");
+            "5");
   EXPECT_EQ(
       query_one(conn.get(), "SELECT count(*) FROM " + t +
                                 " WHERE part IS DISTINCT FROM (hashtext(key) & 2147483647) % 64"),

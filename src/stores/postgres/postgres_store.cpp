@@ -87,6 +87,7 @@ void read_event(const PGresult* r, int row, StoredEvent& e) {
   e.headers = parse_headers_jsonb(pg::get_bytes(r, row, 6));
   e.attempts = pg::get_i32(r, row, 7);
   e.crashes = pg::get_i32(r, row, 8);
+  if (!pg::is_null(r, row, 9)) e.deliver_at = pg::get_time(r, row, 9);
 }
 
 class PostgresStore final : public Store {
@@ -127,11 +128,15 @@ class PostgresStore final : public Store {
                                 " (the count is fixed when the outbox is created; drop "
                                 "'partitions' from the URL)",
                             "postgres");
-      } else if (!pg::has_crashes_column(config_.endpoint, c.pg(), names_)) {
-        sql_ = pg::Sql(names_, false);  // an older outbox, read as it is: crashes 0
+      } else if (!pg::has_column(config_.endpoint, c.pg(), names_, "crashes")) {
+        sql_ = pg::Sql(names_, false, false);  // an older outbox, read as it is: crashes 0
         inspect_ = pg::InspectSql(names_, false, false);
-      } else if (pg::partition_count(config_.endpoint, c.pg(), names_) == 0) {
-        inspect_ = pg::InspectSql(names_, true, false);  // version 3: fences read as 0
+      } else {
+        // Versions 3 and 4: fences read as 0 before 4, no deliver_at before 5.
+        if (pg::partition_count(config_.endpoint, c.pg(), names_) == 0)
+          inspect_ = pg::InspectSql(names_, true, false);
+        if (!pg::has_column(config_.endpoint, c.pg(), names_, "deliver_at"))
+          sql_ = pg::Sql(names_, true, false);
       }
     }
     if (options_.archive && options_.open != StoreOptions::Open::read_only) archive_.run(true);
@@ -149,7 +154,7 @@ class PostgresStore final : public Store {
     {
       pg::ArrayBuilder ids(pg::kUuidOid), types(pg::kTextOid), keys(pg::kTextOid),
           payloads(pg::kByteaOid), times(pg::kTimestamptzOid), headers(pg::kJsonbOid),
-          deliver_at(pg::kTimestamptzOid);
+          deliver(pg::kTimestamptzOid);
       std::string tmp;
       for (const auto& e : prepared) {
         ids.add(std::string_view(reinterpret_cast<const char*>(e.id.bytes().data()), 16));
@@ -160,15 +165,17 @@ class PostgresStore final : public Store {
         pg::put_i64(tmp, pg::to_pg_micros(e.occurred_at));
         times.add(tmp);
         headers.add("\x01" + core::headers_to_json(e.headers));
+        // Held until then by the outbox's insert trigger (docs/postgres.md, "Scheduled
+        // delivery"), against the server's clock.
         if (e.deliver_at) {
           tmp.clear();
           pg::put_i64(tmp, pg::to_pg_micros(*e.deliver_at));
-          deliver_at.add(tmp);
+          deliver.add(tmp);
         } else {
-          deliver_at.add_null();
+          deliver.add_null();
         }
       }
-      for (auto* a : {&ids, &types, &keys, &payloads, &times, &headers, &deliver_at})
+      for (auto* a : {&ids, &types, &keys, &payloads, &times, &headers, &deliver})
         params.binary(a->finish());
     }
     if (tx.kind() == TxHandle::Kind::postgres) {
@@ -328,6 +335,7 @@ class PostgresStore final : public Store {
     s.dead = pg::get_i64(r.get(), 0, 2);
     s.archived = pg::get_i64(r.get(), 0, 3);
     s.oldest_pending_age = Duration(std::max<std::int64_t>(pg::get_i64(r.get(), 0, 4), 0));
+    s.pending += pg::get_i64(r.get(), 0, 5);  // scheduled: pending until StoreStats counts them
     return s;
   }
 
@@ -360,8 +368,8 @@ class PostgresStore final : public Store {
     for (std::size_t i = 0; i < out.size(); ++i) {
       int row = static_cast<int>(i);
       read_event(r.get(), row, out[i]);
-      out[i].last_error = pg::get_bytes(r.get(), row, 9);
-      out[i].dead_at = pg::get_time(r.get(), row, 10);
+      out[i].last_error = pg::get_bytes(r.get(), row, 10);
+      out[i].dead_at = pg::get_time(r.get(), row, 11);
     }
     return out;
   }
@@ -463,8 +471,8 @@ class PostgresStore final : public Store {
       auto k = static_cast<std::size_t>(i);
       read_event(r, i, batch.events[k]);
       seqs[k] = batch.events[k].seq;
-      parts[k] = pg::get_i32(r, i, 9);
-      batch.lease.fence = std::max(batch.lease.fence, pg::get_i64(r, i, 10));
+      parts[k] = pg::get_i32(r, i, 10);
+      batch.lease.fence = std::max(batch.lease.fence, pg::get_i64(r, i, 11));
     }
     std::sort(batch.events.begin(), batch.events.end(),
               [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });

@@ -293,6 +293,32 @@ END $f$;
 )";
 }
 
+std::string migration_v5(const Names& n) {
+  const std::string& t = n.table;
+  // Scheduled delivery (docs/postgres.md, "Scheduled delivery"): a row inserted with deliver_at
+  // in the future is held as a retry that was never attempted (state 2, due_at = deliver_at,
+  // attempts 0). Every claim, this build's and an older one's still running, already waits for
+  // such a row's due_at and, in ordered mode, holds its key's later rows behind it; the relay's
+  // wait already sleeps until the next due_at. The trigger does it for every INSERT (plain SQL
+  // emits included, docs/emit-contract.md); its WHEN is checked without calling the function,
+  // so a row without deliver_at costs next to nothing. The columns are nullable, no rewrite.
+  return "ALTER TABLE " + n.outbox + " ADD COLUMN IF NOT EXISTS deliver_at timestamptz;\n" +
+         "ALTER TABLE " + n.dead + " ADD COLUMN IF NOT EXISTS deliver_at timestamptz;\n" +
+         "CREATE OR REPLACE FUNCTION " + n.q_schema + ".\"" + t +
+         R"(_schedule"() RETURNS trigger
+LANGUAGE plpgsql AS $f$
+BEGIN
+  NEW.state := 2;
+  NEW.due_at := NEW.deliver_at;
+  RETURN NEW;
+END $f$;
+CREATE OR REPLACE TRIGGER ")" +
+         t + R"(_schedule" BEFORE INSERT ON )" + n.outbox + R"(
+  FOR EACH ROW WHEN (NEW.deliver_at > now()) EXECUTE FUNCTION )" +
+         n.q_schema + ".\"" + t + R"(_schedule"();
+)";
+}
+
 std::string schema_text(const Names& n, int partitions) {
   // Names are validated identifiers (no quotes), so they can be SQL literals here as in
   // migration_v1. Keep in step with migrate() below.
@@ -302,8 +328,8 @@ std::string schema_text(const Names& n, int partitions) {
          " (tbl text PRIMARY KEY, version integer NOT NULL, updated_at timestamptz NOT NULL "
          "DEFAULT now());\n" +
          migration_v1(n) + migration_v2(n) + ";\n" + migration_v3(n) + ";\n" +
-         migration_v4(n, partitions) + "INSERT INTO " + n.versions + " (tbl, version) VALUES ('" +
-         n.table + "', " + std::to_string(kSchemaVersion) +
+         migration_v4(n, partitions) + migration_v5(n) + "INSERT INTO " + n.versions +
+         " (tbl, version) VALUES ('" + n.table + "', " + std::to_string(kSchemaVersion) +
          ") ON CONFLICT (tbl) DO UPDATE SET version = EXCLUDED.version, updated_at = now();\n"
          "COMMIT;\n";
 }
@@ -349,6 +375,7 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n, int partitions) {
     if (version < 2) exec_simple(ep, pg, migration_v2(n), "migrate to v2");
     if (version < 3) exec_simple(ep, pg, migration_v3(n), "migrate to v3");
     if (version < 4) exec_simple(ep, pg, migration_v4(n, partitions), "migrate to v4");
+    if (version < 5) exec_simple(ep, pg, migration_v5(n), "migrate to v5");
     if (version < kSchemaVersion) {
       Params u;
       u.text(n.table);
@@ -379,12 +406,13 @@ bool outbox_exists(const Endpoint& ep, PGconn* pg, const Names& n) {
   return PQntuples(r.get()) == 1 && PQgetvalue(r.get(), 0, 0)[0] != 0;  // binary bool
 }
 
-bool has_crashes_column(const Endpoint& ep, PGconn* pg, const Names& n) {
+bool has_column(const Endpoint& ep, PGconn* pg, const Names& n, const char* column) {
   Params t;
   t.text(n.outbox);
+  t.text(column);
   auto r = exec_params(ep, pg,
                        "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND "
-                       "attname = 'crashes' AND NOT attisdropped",
+                       "attname = $2 AND NOT attisdropped",
                        t, "open");
   return PQntuples(r.get()) == 1 && get_i64(r.get(), 0, 0) > 0;
 }

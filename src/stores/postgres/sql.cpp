@@ -2,20 +2,16 @@
 
 namespace outpost::pg {
 
-Sql::Sql(const Names& n, bool crashes) {
+Sql::Sql(const Names& n, bool crashes, bool deliver_at) {
   const std::string& t = n.outbox;
-  const std::string columns =
-      crashes ? kEventColumns : "seq, id, type, key, payload, occurred_at, headers, attempts, 0";
-  // A scheduled event (Event::deliver_at, $7 not null) is written as one waiting for its time
-  // (state 2, due_at = deliver_at): claimed once due, holding its key back until then in
-  // ordered mode, and next_due wakes an idle relay for it (docs/emit-contract.md).
+  const std::string columns = std::string("seq, id, type, key, payload, occurred_at, headers, ") +
+                              "attempts, " + (crashes ? "crashes" : "0") + ", " +
+                              (deliver_at ? "deliver_at" : "NULL::timestamptz");
+  // A row with deliver_at in the future is held by the outbox's insert trigger (migration_v5).
   insert = "INSERT INTO " + t +
-           " (id, type, key, payload, occurred_at, headers, state, due_at) SELECT u.id, u.type, "
-           "u.key, u.payload, u.occurred_at, u.headers, CASE WHEN u.deliver_at IS NULL THEN 0 "
-           "ELSE 2 END, coalesce(u.deliver_at, now()) FROM unnest($1::uuid[], $2::text[], "
-           "$3::text[], $4::bytea[], $5::timestamptz[], $6::jsonb[], $7::timestamptz[]) AS u(id, "
-           "type, key, payload, occurred_at, headers, deliver_at) WHERE NOT EXISTS (SELECT 1 "
-           "FROM " +
+           " (id, type, key, payload, occurred_at, headers, deliver_at) SELECT * FROM unnest("
+           "$1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::timestamptz[], "
+           "$6::jsonb[], $7::timestamptz[]) WHERE NOT EXISTS (SELECT 1 FROM " +
            n.dead + " WHERE id = ANY($1::uuid[]))";
   // Whether the row under alias `a` can be claimed now: ready, lease expired, or retry due.
   auto claimable_row = [](const std::string& a) {
@@ -44,8 +40,8 @@ Sql::Sql(const Names& n, bool crashes) {
       "(u.state = 1)::int, fence = (ARRAY(SELECT p.fence FROM " +
       n.parts +
       " p ORDER BY p.part))[u.part + 1] FROM pick WHERE u.seq = pick.seq RETURNING u.seq, u.id, "
-      "u.type, u.key, u.payload, u.occurred_at, u.headers, u.attempts, u.crashes, u.part::int, "
-      "u.fence";
+      "u.type, u.key, u.payload, u.occurred_at, u.headers, u.attempts, u.crashes, u.deliver_at, "
+      "u.part::int, u.fence";
   claim_any = "WITH pick AS (SELECT t.seq FROM " + t + " t WHERE " + claimable +
               " ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED) " + lease_set;
   // Candidates in sequence order, locked, with each candidate's key head (its lowest live seq)
@@ -104,10 +100,11 @@ Sql::Sql(const Names& n, bool crashes) {
       t + " t USING n WHERE t.seq = n.seq AND n.ms < 0 AND t.lease_owner = $1 AND t.state = 1" +
       fenced("t", "$5") +
       " RETURNING t.seq, t.id, t.type, t.key, t.payload, t.occurred_at, t.headers, t.attempts, "
-      "n.err, t.crashes), "
+      "n.err, t.crashes, t.deliver_at), "
       "ins AS (INSERT INTO " +
       n.dead +
-      " (seq, id, type, key, payload, occurred_at, headers, attempts, last_error, crashes) "
+      " (seq, id, type, key, payload, occurred_at, headers, attempts, last_error, crashes, "
+      "deliver_at) "
       "SELECT * FROM del RETURNING 1) "
       "SELECT (SELECT count(*) FROM upd) + (SELECT count(*) FROM ins)";
   // Released events are due now: tell idle relays (a trigger covers inserts only).
@@ -131,31 +128,37 @@ Sql::Sql(const Names& n, bool crashes) {
           n.parts + " p WHERE p.owner = $4)))";
   rebalance = "SELECT owned, wanted, live, moving FROM " + n.rebalance +
               "($1, $2::bigint, $3::smallint[], $4::boolean)";
-  stats =
-      "SELECT count(*) FILTER (WHERE NOT (state = 1 AND lease_until > now())), "
-      "count(*) FILTER (WHERE state = 1 AND lease_until > now()), "
-      "(SELECT count(*) FROM " +
-      n.dead +
-      "), "
-      "CASE WHEN $1::int = 1 THEN (SELECT count(*) FROM " +
-      n.archive +
-      ") ELSE 0 END, "
-      "coalesce((extract(epoch FROM now() - min(occurred_at)) * 1000)::bigint, 0) "
-      "FROM " +
-      t;
+  // Scheduled: held for its deliver_at, never attempted (migration_v5); not pending, and not
+  // the oldest pending either (an event scheduled for tomorrow is not a stuck one).
+  const std::string scheduled = "(state = 2 AND attempts = 0 AND due_at > now())";
+  stats = "SELECT count(*) FILTER (WHERE NOT (state = 1 AND lease_until > now()) AND NOT " +
+          scheduled +
+          "), "
+          "count(*) FILTER (WHERE state = 1 AND lease_until > now()), "
+          "(SELECT count(*) FROM " +
+          n.dead +
+          "), "
+          "CASE WHEN $1::int = 1 THEN (SELECT count(*) FROM " +
+          n.archive +
+          ") ELSE 0 END, "
+          "coalesce((extract(epoch FROM now() - min(occurred_at) FILTER (WHERE NOT " +
+          scheduled + ")) * 1000)::bigint, 0), count(*) FILTER (WHERE " + scheduled + ") FROM " + t;
   list = "SELECT " + columns + " FROM " + t + " ORDER BY seq LIMIT $1::bigint";
   dead = "SELECT " + columns + ", last_error, dead_at FROM " + n.dead +
          " ORDER BY seq LIMIT $1::bigint";
+  // deliver_at comes back with the event; it has passed (the event was attempted), so the
+  // insert trigger does not hold it again.
   const std::string revive =
       "INSERT INTO " + t +
       " (seq, id, type, key, payload, occurred_at, headers, attempts, crashes, state, due_at, "
-      "last_error) OVERRIDING SYSTEM VALUE SELECT seq, id, type, key, payload, occurred_at, "
-      "headers, 0, 0, 0, now(), last_error FROM d";
+      "last_error, deliver_at) OVERRIDING SYSTEM VALUE SELECT seq, id, type, key, payload, "
+      "occurred_at, headers, 0, 0, 0, now(), last_error, deliver_at FROM d";
   retry = "WITH d AS (DELETE FROM " + n.dead + " WHERE id = ANY($1::uuid[]) RETURNING *) " + revive;
   retry_all = "WITH d AS (DELETE FROM " + n.dead + " RETURNING *) " + revive;
   discard = "DELETE FROM " + n.dead + " WHERE id = ANY($1::uuid[])";
   discard_all = "DELETE FROM " + n.dead;
-  // Next retry falling due (the due_at index); lease expiries are left to the caller's poll.
+  // Next retry or scheduled event falling due (the due_at index); lease expiries are left to
+  // the caller's poll.
   next_due = "SELECT (extract(epoch FROM min(due_at) - now()) * 1000)::bigint FROM " + t +
              " WHERE due_at > now()";
 }

@@ -11,15 +11,16 @@ namespace outpost::pg {
 
 // Column list shared by the claim, list and dead reads; decoded in this order.
 inline constexpr const char* kEventColumns =
-    "seq, id, type, key, payload, occurred_at, headers, attempts, crashes";
+    "seq, id, type, key, payload, occurred_at, headers, attempts, crashes, deliver_at";
 
 struct Sql {
-  // `crashes`: the outbox has the crashes column (version 3). Without it (an older outbox opened
-  // read-only, not migrated) the reads return crashes 0 and no write may run.
-  explicit Sql(const Names& n, bool crashes = true);
+  // `crashes`, `deliver_at`: the outbox has the column (versions 3 and 5). Without it (an older
+  // outbox opened read-only, not migrated) the reads return crashes 0 or no deliver_at, and no
+  // write may run.
+  explicit Sql(const Names& n, bool crashes = true, bool deliver_at = true);
 
-  std::string insert;  // $1..$7: arrays of id, type, key, payload, occurred_at, headers,
-                       // deliver_at (null: due now)
+  // $1..$7: arrays of id, type, key, payload, occurred_at, headers, deliver_at (null: none)
+  std::string insert;
   // Claims return kEventColumns, then part and fence.
   std::string claim_any;      // $1 owner, $2 lease ms, $3 member; {max}
   std::string claim_ordered;  // same, only runs whose key head this statement locked
@@ -31,7 +32,8 @@ struct Sql {
   // $1 member, $2 partition lease ms, $3 partitions with claims in flight, $4 leaving:
   // owned, wanted, live members, partitions moving (free, expired or being handed over).
   std::string rebalance;
-  std::string stats;  // $1: 1 when archiving
+  // $1: 1 when archiving; pending, leased, dead, archived, oldest pending ms, scheduled
+  std::string stats;
   std::string list;   // $1 limit
   std::string dead;   // $1 limit
   std::string retry;  // $1 ids

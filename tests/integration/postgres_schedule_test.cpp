@@ -1,0 +1,221 @@
+// PostgreSQL scheduled delivery (docs/postgres.md, "Scheduled delivery"), beyond the conformance
+// cases every store runs (tests/conformance/store_schedule_test.cpp): a plain SQL INSERT with
+// deliver_at (docs/emit-contract.md) is held like an append, deliver_at comes back out of list,
+// claim and the dead letters, and a version 4 outbox gets the column in place. Against the
+// shared server of the run (OUTPOST_TEST_PG_URL).
+
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "outpost/store.h"
+#include "outpost/stores/postgres.h"
+#include "store_cases.h"
+#include "stores/postgres/schema.h"
+
+namespace outpost {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+struct PgConnDeleter {
+  void operator()(PGconn* c) const noexcept { PQfinish(c); }
+};
+using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
+
+std::string shared_url() {
+  auto url = testing::env("OUTPOST_TEST_PG_URL");
+  return url ? *url : std::string();
+}
+
+#define REQUIRE_PG()                                                                 \
+  do {                                                                               \
+    if (shared_url().empty()) {                                                      \
+      if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set"; \
+      GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";                                 \
+    }                                                                                \
+  } while (0)
+
+PgConn raw_connect(const std::string& url) {
+  PgConn c(PQconnectdb(url.c_str()));
+  if (PQstatus(c.get()) != CONNECTION_OK)
+    throw std::runtime_error(std::string("connect: ") + PQerrorMessage(c.get()));
+  return c;
+}
+
+// The first column of the first row ("" when none).
+std::string query_one(PGconn* c, const std::string& sql) {
+  PGresult* r = PQexec(c, sql.c_str());
+  auto st = PQresultStatus(r);
+  std::string out, err = PQresultErrorMessage(r);
+  if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
+  PQclear(r);
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + err);
+  return out;
+}
+
+void drop_outbox(PGconn* c, const std::string& table) {
+  query_one(c, "DROP TABLE IF EXISTS \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                   "_archive\", \"" + table + "_partitions\", \"" + table + "_members\" CASCADE");
+  query_one(c, "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+}
+
+std::vector<EventId> ids(const ClaimedBatch& b) {
+  std::vector<EventId> out;
+  for (const auto& e : b.events) out.push_back(e.id);
+  return out;
+}
+
+// Claims until something comes or 10 s passed.
+ClaimedBatch claim_within(Store& s, Duration max_wait = 10s) {
+  auto deadline = SteadyClock::now() + max_wait;
+  for (;;) {
+    auto b = s.claim(10, 30s);
+    if (!b.empty() || SteadyClock::now() >= deadline) return b;
+    s.wait_for_work(1s);
+  }
+}
+
+// An application's own INSERT with deliver_at (docs/emit-contract.md) is held until then like an
+// append, its key's later rows wait behind it, and deliver_at reads back from list and claim.
+TEST(PostgresSchedule, PlainSqlInsertWithDeliverAtIsHeld) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("sched_");
+  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  const std::string t = "\"" + table + "\"";
+  query_one(conn.get(), "INSERT INTO " + t +
+                            " (id, type, key, payload, deliver_at) VALUES "
+                            "(gen_random_uuid(), 'later', 'k', '\\x7b7d', now() + interval "
+                            "'1 hour'), (gen_random_uuid(), 'behind', 'k', '\\x7b7d', NULL), "
+                            "(gen_random_uuid(), 'now', 'j', '\\x7b7d', now() - interval '1 "
+                            "minute')");
+  auto listed = store->list(10);
+  ASSERT_EQ(listed.size(), 3u);
+  ASSERT_TRUE(listed[0].deliver_at.has_value());
+  EXPECT_GT(*listed[0].deliver_at, now() + 50min);
+  EXPECT_FALSE(listed[1].deliver_at.has_value());
+  ASSERT_TRUE(listed[2].deliver_at.has_value());  // a past time: kept, due at once
+  auto batch = store->claim(10, 30s);
+  ASSERT_EQ(batch.events.size(), 1u) << "the scheduled head or its key's later row went early";
+  EXPECT_EQ(batch.events[0].type, "now");
+  EXPECT_TRUE(batch.events[0].deliver_at.has_value());
+  EXPECT_EQ(store->ack(batch, ids(batch)), 1u);
+  // Due now (as if the hour passed): the head first, then the row behind it.
+  query_one(conn.get(), "UPDATE " + t + " SET due_at = now() WHERE type = 'later'");
+  auto due = store->claim(10, 30s);
+  ASSERT_EQ(due.events.size(), 2u);
+  EXPECT_EQ(due.events[0].type, "later");
+  EXPECT_EQ(due.events[1].type, "behind");
+  EXPECT_EQ(due.events[0].attempts, 1);
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
+// A scheduled event that fails for good keeps its deliver_at among the dead letters; retried, it
+// is due at once (its time has passed), not held again.
+TEST(PostgresSchedule, DeadScheduledEventKeepsDeliverAtAndRetriesAtOnce) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("sched_");
+  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  Event e = Event::make("t", "{}", "k");
+  e.deliver_at = now() + 300ms;
+  std::vector<Event> events{e};
+  store->append(events);
+  auto batch = claim_within(*store);
+  ASSERT_EQ(batch.events.size(), 1u);
+  std::vector<Nack> dead{{batch.events[0].id, "refused", std::nullopt}};
+  EXPECT_EQ(store->nack(batch, dead), 1u);
+  auto letters = store->dead(10);
+  ASSERT_EQ(letters.size(), 1u);
+  ASSERT_TRUE(letters[0].deliver_at.has_value());
+  EXPECT_EQ(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          letters[0].deliver_at->time_since_epoch()),
+      std::chrono::duration_cast<std::chrono::milliseconds>(e.deliver_at->time_since_epoch()));
+  EXPECT_EQ(store->retry_all(), 1u);
+  auto again = store->claim(10, 30s);
+  ASSERT_EQ(again.events.size(), 1u) << "a retried scheduled event was held again";
+  EXPECT_TRUE(again.events[0].deliver_at.has_value());
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
+// Schema version 5 adds deliver_at. A version 4 outbox (no column, no trigger) is read as it is
+// when opened read-only (no deliver_at, nothing migrated); the first writable open adds both in
+// place and schedules from then on.
+TEST(PostgresSchedule, SchemaV4OutboxIsUpgradedToV5) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("mig_");
+  const std::string url = shared_url() + "?table=" + table;
+  auto conn = raw_connect(shared_url());
+  const std::string t = "\"" + table + "\"";
+  auto version = [&] {
+    return query_one(conn.get(),
+                     "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
+  };
+  open_postgres_store(url);
+  // What a v4 build left behind.
+  query_one(conn.get(), "DROP TRIGGER \"" + table + "_schedule\" ON " + t);
+  query_one(conn.get(), "DROP FUNCTION \"" + table + "_schedule\"");
+  query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN deliver_at");
+  query_one(conn.get(), "ALTER TABLE \"" + table + "_dead\" DROP COLUMN deliver_at");
+  query_one(conn.get(),
+            "UPDATE outpost_schema_version SET version = 4 WHERE tbl = '" + table + "'");
+  query_one(conn.get(), "INSERT INTO " + t +
+                            " (id, type, key, payload) VALUES (gen_random_uuid(), 'old', 'k', "
+                            "'\\x7b7d')");
+  {
+    StoreOptions ro;
+    ro.open = StoreOptions::Open::read_only;
+    auto reader = open_postgres_store(url, ro);
+    auto listed = reader->list(10);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_FALSE(listed[0].deliver_at.has_value());
+    EXPECT_EQ(reader->dead(10).size(), 0u);
+  }
+  EXPECT_EQ(version(), "4");  // read-only migrated nothing
+  auto store = open_postgres_store(url);
+  EXPECT_EQ(version(), std::to_string(pg::kSchemaVersion));
+  Event later = Event::make("t", "{}", "j");
+  later.deliver_at = now() + 1h;
+  std::vector<Event> events{later};
+  store->append(events);
+  auto batch = store->claim(10, 30s);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].type, "old");
+  auto listed = store->list(10);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_TRUE(listed[1].deliver_at.has_value());
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
+// An event scheduled for later is not the oldest pending one: its age would read as a stuck
+// outbox on every dashboard and alert while it waits as asked.
+TEST(PostgresSchedule, ScheduledEventsAreNotTheOldestPending) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("sched_");
+  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  Event e = Event::make("t", "{}", "k");
+  e.occurred_at = now() - 1h;
+  e.deliver_at = now() + 1h;
+  std::vector<Event> events{e};
+  store->append(events);
+  auto s = store->stats();
+  EXPECT_LT(s.oldest_pending_age, Duration(60'000));
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
+}  // namespace
+}  // namespace outpost
