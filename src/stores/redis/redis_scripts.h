@@ -29,6 +29,9 @@
 //                      of layout 3 on the same prefix must still parse "own"
 //   B.."v3:pending"    zset id -> due time (ms, server clock)
 //   B.."v3:leased"     zset id -> lease expiry (ms)
+//   B.."v3:at"         zset id -> deliver_at (ms) of a scheduled event while live or dead (no
+//                      entry = not scheduled; its pending score is the due time that holds it):
+//                      list shows it, stats counts the ones still ahead as scheduled
 //   B.."v3:live"       zset id -> seq of every undelivered event (list order, oldest; the seq a
 //                      claim returns)
 //   B.."v3:dead"       zset id -> seq

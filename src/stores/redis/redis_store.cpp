@@ -477,7 +477,8 @@ class RedisStore final : public Store {
     const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
     Reply r = client_.eval(scripts_.list, key_, {base_, which, limit_s});
     if (r->type != REDIS_REPLY_ARRAY) return out;
-    constexpr std::size_t kFields = 7;  // id, body, seq, attempts, last_error, dead_at, crashes
+    // id, body, seq, attempts, last_error, dead_at, crashes, deliver_at (list.lua)
+    constexpr std::size_t kFields = 8;
     for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
       redisReply** f = r->element + i;
       DeadEvent d;
@@ -487,6 +488,8 @@ class RedisStore final : public Store {
       std::string dead_at = str(f[5]);
       if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(to_int(dead_at)));
       d.crashes = static_cast<int>(to_int(str(f[6])));
+      if (std::string at = str(f[7]); !at.empty())
+        d.deliver_at = TimePoint(std::chrono::milliseconds(to_int(at)));
       out.push_back(std::move(d));
     }
     return out;

@@ -57,6 +57,7 @@ if bulk('ZREM', B .. 'v3:leased', done) < n then bulk('ZREM', B .. 'v3:pending',
 bulk('ZREM', B .. 'v3:live', done)
 bulk('HDEL', own, done)
 if redis.call('EXISTS', B .. 'v3:crashes') == 1 then bulk('HDEL', B .. 'v3:crashes', done) end
+if redis.call('EXISTS', B .. 'v3:at') == 1 then bulk('ZREM', B .. 'v3:at', done) end
 if archive then
   local bodies = hmget_all(B .. 'v3:body', done)
   local keep, az = {}, {}

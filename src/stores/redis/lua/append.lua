@@ -38,7 +38,7 @@ if #ukeys > 0 then
   local cur = hmget_all(B .. 'v3:tail', ukeys)
   for j, k in ipairs(ukeys) do tails[k] = cur[j] or '' end
 end
-local bodies, pend, live, links = {}, {}, {}, {}
+local bodies, pend, live, links, at = {}, {}, {}, {}, {}
 for i = 0, n - 1 do
   local a = 3 + i * 3
   local id, key, seq = ARGV[a], ARGV[a + 1], first + i
@@ -50,12 +50,14 @@ for i = 0, n - 1 do
   bodies[#bodies + 1] = id; bodies[#bodies + 1] = ARGV[a + 2]
   local due = tonumber(ARGV[3 + n * 3 + i] or '') or 0
   pend[#pend + 1] = math.max(due, now); pend[#pend + 1] = id
+  if due > 0 then at[#at + 1] = due; at[#at + 1] = id end
   live[#live + 1] = seq; live[#live + 1] = id
 end
 bulk('HSET', B .. 'v3:body', bodies)
 bulk('ZADD', B .. 'v3:pending', pend)
 bulk('ZADD', B .. 'v3:live', live)
 bulk('HSET', B .. 'v3:link', links)
+bulk('ZADD', B .. 'v3:at', at)
 if #ukeys > 0 then
   local set = {}
   for _, k in ipairs(ukeys) do set[#set + 1] = k; set[#set + 1] = tails[k] end

@@ -8,6 +8,7 @@ for _, id in ipairs(ids) do
     for _, h in ipairs({'v3:body', 'v3:own', 'v3:link', 'v3:error', 'v3:dead_at', 'v3:crashes'}) do
       redis.call('HDEL', B .. h, id)
     end
+    redis.call('ZREM', B .. 'v3:at', id)
     n = n + 1
   end
 end

@@ -1,4 +1,5 @@
--- ARGV: B. Returns {pending, leased, dead, archived, now_s, now_us, oldest body or ''}.
+-- ARGV: B. Returns {pending, leased, dead, archived, now_s, now_us, oldest body or '', scheduled}.
+-- scheduled: live events whose deliver_at is still ahead (counted in pending too).
 local bad = layout_error()
 if bad then return bad end
 local now, t = now_ms()
@@ -9,4 +10,4 @@ local oldest = ''
 local first = redis.call('ZRANGE', B .. 'v3:live', 0, 0)
 if #first > 0 then oldest = redis.call('HGET', B .. 'v3:body', first[1]) or '' end
 return {pending, leased, redis.call('ZCARD', B .. 'v3:dead'), redis.call('ZCARD', B .. 'v3:archive'),
-        t[1], t[2], oldest}
+        t[1], t[2], oldest, redis.call('ZCOUNT', B .. 'v3:at', '(' .. now, '+inf')}
