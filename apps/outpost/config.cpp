@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <toml.hpp>
 
+#include "config_toml.h"
 #include "core/edit_distance.h"
 #include "core/redact.h"
 #include "listen_address.h"
@@ -33,102 +35,19 @@ std::string backoff_key_error(std::int64_t base_ms, std::int64_t max_ms) {
 
 using Value = toml::value;
 
-// "FILE:LINE: " for a value of the parsed file.
-std::string at(const std::string& file, const Value& v) {
-  return file + ":" + std::to_string(v.location().line()) + ": ";
+// The value of the backoff key a wrong order is reported at: backoff_max_ms when the table has
+// it, else backoff_base_ms (whose value exceeds the default maximum), else the table.
+const Value& backoff_value(const Value& table) {
+  const auto& t = table.as_table();
+  if (auto it = t.find("backoff_max_ms"); it != t.end()) return it->second;
+  if (auto it = t.find("backoff_base_ms"); it != t.end()) return it->second;
+  return table;
 }
 
 // `what` quotes the file's text (a name, a URL): its control characters are escaped here, so a
 // newline in a value cannot break the one-problem-a-line message into forged lines.
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
   throw ConfigError(where + escape_controls(what));
-}
-
-// toml11's error text without the source lines it quotes: the quoted line may hold a secret
-// (`store = "redis://PASSWORD@host"`, `admin_token = "..."`), and an error message must never
-// print one (docs/cli.md, "Secrets"). Kept: toml11's message and the comments it attaches to each
-// underlined location ("expected value", "defined here"), and its hints. toml11's own text names
-// no values, but any URL left in it still goes through redact_url.
-std::string toml_error_without_source(const std::string& what) {
-  std::istringstream lines(what);
-  std::string line;
-  std::vector<std::string> parts;
-  while (std::getline(lines, line)) {
-    std::string_view l(line);
-    if (l.starts_with("[error]")) {
-      l.remove_prefix(7);
-    } else if (l.starts_with("Hint:")) {
-    } else {
-      // " 3 | <source line>" is dropped; "   |    ^--- comment" / "   |  ~~~ comment" keeps
-      // the comment; " --> file", " |" and " ..." are layout.
-      auto bar = l.find(" | ");
-      if (bar == std::string_view::npos) continue;
-      auto head = l.substr(0, bar);
-      if (head.find_first_not_of(' ') != std::string_view::npos) continue;  // a numbered line
-      l.remove_prefix(bar + 3);
-      auto mark = l.find_first_not_of(' ');
-      if (mark == std::string_view::npos || (l[mark] != '^' && l[mark] != '~')) continue;
-      l.remove_prefix(mark);
-      l.remove_prefix(std::min(l.size(), l.find_first_not_of("^-~")));
-    }
-    while (!l.empty() && l.front() == ' ') l.remove_prefix(1);
-    while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.remove_suffix(1);
-    if (!l.empty()) parts.emplace_back(l);
-  }
-  std::string out;
-  for (const auto& part : parts) {
-    if (!out.empty()) out += "; ";
-    std::istringstream words(part);
-    std::string word;
-    bool first = true;
-    while (words >> word) {
-      if (!first) out += ' ';
-      first = false;
-      out += word.find("://") != std::string::npos || word.find('@') != std::string::npos
-                 ? core::redact_url(word)
-                 : word;
-    }
-  }
-  return out;
-}
-
-// Offset of the first byte that is not valid UTF-8, or npos. A TOML file is UTF-8, and toml11
-// 3.7 reads past the end of its buffer on some invalid UTF-8 (a heap-buffer-overflow found by
-// fuzz/config_fuzz.cpp), so the text is checked before toml11 sees it.
-std::size_t invalid_utf8_at(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t n = 0;                   // continuation bytes
-    unsigned char lo = 0x80, hi = 0xBF;  // range of the first continuation byte
-    if (c >= 0xC2 && c <= 0xDF)
-      n = 1;
-    else if (c == 0xE0)
-      n = 2, lo = 0xA0;  // no overlong forms
-    else if (c == 0xED)
-      n = 2, hi = 0x9F;  // no surrogates
-    else if (c >= 0xE1 && c <= 0xEF)
-      n = 2;
-    else if (c == 0xF0)
-      n = 3, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3)
-      n = 3;
-    else if (c == 0xF4)
-      n = 3, hi = 0x8F;  // nothing above U+10FFFF
-    else
-      return i;
-    if (s.size() - i <= n) return i;
-    for (std::size_t k = 1; k <= n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
-    }
-    i += n + 1;
-  }
-  return std::string::npos;
 }
 
 const char* type_name(const Value& v) {
@@ -193,7 +112,7 @@ class TableReader {
     auto n = v->as_integer();
     if (n < min || n > max)
       fail(where(*v, key), "must be " + std::to_string(min) + "-" + std::to_string(max) + ", got " +
-                               std::to_string(n));
+                               integer_as_written(*v));
     out = static_cast<Int>(n);
   }
   void strings(const std::string& key, std::vector<std::string>& out) {
@@ -374,7 +293,7 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   TableReader r = read_pipeline_table(file, table, "relay", index, env, p.name, context, p,
                                       relay_settings());  // the flags of `outpost relay`
   if (auto e = backoff_key_error(p.backoff_base_ms, p.backoff_max_ms); !e.empty())
-    fail(at(file, table) + context, e);
+    fail(at(file, backoff_value(table)) + context, e);
   const Value& store = table.as_table().at("store");
   const Value& sink = table.as_table().at("sink");
   check_scheme(r.where(store, "store"), p.store, "store", store_schemes());
@@ -399,7 +318,7 @@ ConsumeConfig read_consume(const std::string& file, const Value& table, std::siz
   const auto& t = table.as_table();
   if (auto e = limits::group_error(a.group); !e.empty()) fail(r.where(t.at("group"), "group"), e);
   if (auto e = backoff_key_error(a.backoff_base_ms, a.backoff_max_ms); !e.empty())
-    fail(at(file, table) + context, e);
+    fail(at(file, backoff_value(table)) + context, e);
   check_scheme(r.where(t.at("from"), "from"), a.from, "log (from)", source_schemes());
   check_scheme(r.where(t.at("sink"), "sink"), a.sink, "sink", sink_schemes());
   if (auto problem = check_pipeline_urls(a))
@@ -508,6 +427,9 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
                                  "0123456789.-:[]*") != std::string::npos)
         fail(r.where(http->as_table().at("allowed_hosts"), "allowed_hosts"),
              "'" + host + "' is not a host name (letters, digits, '.', '-'; an IP address; or *)");
+    if (http->as_table().count("listen") && config.http.listen.empty())
+      fail(r.where(http->as_table().at("listen"), "listen"),
+           "must be HOST:PORT, got an empty string (leave the key out for no HTTP server)");
     if (!config.http.listen.empty()) {
       // The syntax rule of --metrics too (listen_address.h); the name resolves at run/check.
       try {
