@@ -12,6 +12,7 @@
 #include <hiredis/hiredis.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,7 @@
 #include "outpost/error.h"
 #include "sinks/redis_stream/redis_stream_classify.h"
 #include "sinks/redis_stream/redis_stream_common.h"
+#include "stores/redis/redis_durability.h"
 
 namespace outpost {
 
@@ -296,6 +298,22 @@ class RedisStreamSink final : public Sink {
         return outcome_of(io, err,
                           "redis-stream SELECT " + std::to_string(config_.db) + ": " + err);
     }
+    if (!durability_checked_) {  // once per sink, at its first connection (docs/redis.md)
+      durability_checked_ = true;
+      const std::string problems =
+          redis_store::durability_problems([&](const char* name) -> std::optional<std::string> {
+            ReplyPtr r = redis_stream::run_command(ctx.get(), {"CONFIG", "GET", name});
+            if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+                r->element[1]->type != REDIS_REPLY_STRING)
+              return std::nullopt;  // CONFIG refused (managed Redis): nothing is said
+            return std::string(r->element[1]->str, r->element[1]->len);
+          });
+      const std::string line =
+          redis_store::durability_warning("redis-stream sink " + host_port(), problems);
+      if (!line.empty()) std::fputs(line.c_str(), stderr);
+      if (ctx->err)
+        return outcome_of(ctx->err, {}, "redis-stream " + host_port() + ": " + ctx->errstr);
+    }
     ctx_ = std::move(ctx);
     return std::nullopt;
   }
@@ -322,6 +340,7 @@ class RedisStreamSink final : public Sink {
   std::string out_;           // the batch's commands, RESP-encoded
   std::string headers_text_;  // scratch: an event's headers as JSON
   ContextPtr ctx_;
+  bool durability_checked_ = false;               // the server's settings were read (connect())
   std::map<std::string, std::int64_t> appended_;  // entries appended per stream since last trim
 };
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -17,6 +18,8 @@
 #include "outpost/stores/redis.h"
 #include "stores/redis/redis_body.h"
 #include "stores/redis/redis_client.h"
+#include "stores/redis/redis_durability.h"
+#include "stores/redis/redis_reads.h"
 #include "stores/redis/redis_scripts.h"
 #include "stores/redis/redis_url.h"
 #include "stores/redis/redis_wake.h"
@@ -290,46 +293,25 @@ class RedisStore final : public Store {
 
   std::vector<StoredEvent> list(std::size_t limit) override {
     std::vector<StoredEvent> out;
-    for (auto& d : read_list("live", limit)) out.push_back(std::move(d));
+    for (auto& d : read_list(client_, scripts_.list, key_, base_, "live", limit))
+      out.push_back(std::move(d));
     return out;
   }
 
-  std::vector<DeadEvent> dead(std::size_t limit) override { return read_list("dead", limit); }
+  std::vector<DeadEvent> dead(std::size_t limit) override {
+    return read_list(client_, scripts_.list, key_, base_, "dead", limit);
+  }
 
-  // Two plain reads (the archive's zset, then the bodies): an event that retention removed in
-  // between is left out.
   std::vector<ArchivedEvent> archived(std::size_t limit) override {
-    std::vector<ArchivedEvent> out;
-    if (limit == 0) return out;
-    const std::string zset = base_ + "v3:archive", bodies = base_ + "v3:archived";
-    const std::string last = std::to_string(std::min<std::size_t>(limit, 1'000'000'000) - 1);
-    Reply r = client_.command({"ZREVRANGE", zset, "0", last, "WITHSCORES"});
-    if (r->type == REDIS_REPLY_ERROR)
-      throw Error(ErrorCode::backend, "redis", "reading " + zset + ": " + str(r.get()));
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) return out;
-    std::vector<std::string> ids;
-    std::vector<std::string_view> args{"HMGET", bodies};
-    for (std::size_t i = 0; i + 1 < r->elements; i += 2) ids.push_back(str(r->element[i]));
-    for (const auto& id : ids) args.push_back(id);
-    Reply b = client_.command(args);
-    if (b->type != REDIS_REPLY_ARRAY || b->elements != ids.size())
-      throw Error(ErrorCode::backend, "redis", "reading " + bodies + ": unexpected reply");
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      const redisReply* body = b->element[i];
-      ArchivedEvent e;
-      auto id = EventId::parse(ids[i]);
-      if (!id || !body || body->type != REDIS_REPLY_STRING ||
-          !unpack_body(std::string_view(body->str, body->len), e))
-        continue;
-      e.id = *id;
-      e.archived_at = TimePoint(std::chrono::milliseconds(to_int(str(r->element[2 * i + 1]))));
-      out.push_back(std::move(e));
-    }
-    return out;
+    return read_archived(client_, base_, limit);
   }
 
-  std::vector<EventState> blocked(std::size_t limit) override { return inspect("blocked", limit); }
-  std::vector<EventState> leased(std::size_t limit) override { return inspect("leased", limit); }
+  std::vector<EventState> blocked(std::size_t limit) override {
+    return read_inspect(client_, scripts_.inspect, key_, base_, "blocked", limit);
+  }
+  std::vector<EventState> leased(std::size_t limit) override {
+    return read_inspect(client_, scripts_.inspect, key_, base_, "leased", limit);
+  }
 
   std::size_t retry(std::span<const EventId> ids) override { return bulk(scripts_.retry, ids); }
   std::size_t retry_all() override { return bulk_all(scripts_.retry); }
@@ -352,6 +334,7 @@ class RedisStore final : public Store {
 
   // Arguments of the claim function; sets the new batch's lease owner.
   ClaimArgs claim_args(ClaimedBatch& batch, std::size_t max, Duration lease, ClaimOrder order) {
+    std::call_once(durability_checked_, [this] { warn_about_durability(); });
     batch.lease.owner = token_.empty() ? instance_owner_ : token_;
     batch.lease.owner += "#" + std::to_string(++claims_);
     return {std::to_string(max), std::to_string(std::max<std::int64_t>(1, lease.count())),
@@ -378,13 +361,32 @@ class RedisStore final : public Store {
     for (std::size_t i = 0; i < n; ++i) {
       redisReply** f = r->element + at + 2 + i * kFields;
       StoredEvent e;
-      fill(e, f);
+      fill(e, f, base_);
       e.attempts = static_cast<int>(reply_int(f[3]));
       e.crashes = static_cast<int>(reply_int(f[4]));
       batch.events.push_back(std::move(e));
     }
     std::sort(batch.events.begin(), batch.events.end(),
               [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
+  }
+
+  // Once, at the relay's first claim rather than at open: an `outpost emit` or `events` command
+  // does not repeat it, and a server that is down at open delays nothing (docs/redis.md,
+  // Durability). CONFIG refused (managed Redis) or any failure: nothing is said.
+  void warn_about_durability() {
+    try {
+      std::string node;
+      const std::string problems = durability_problems([&](const char* name) {
+        Reply r = client_.command({"CONFIG", "GET", name}, true, &node);
+        std::optional<std::string> v;
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2) v = str(r->element[1]);
+        return v;
+      });
+      const std::string line = durability_warning(
+          "redis store " + base_.substr(0, base_.size() - 1) + " at " + node, problems);
+      if (!line.empty()) std::fputs(line.c_str(), stderr);
+    } catch (const std::exception&) {  // the claim reports a server that cannot be reached
+    }
   }
 
   // The writer lease ends at the earlier of two deadlines: writer_lease_ms after the holder's
@@ -452,80 +454,6 @@ class RedisStore final : public Store {
         "redis: TxHandle::redis_multi needs a context inside MULTI; the events were written "
         "without the caller's transaction",
         "redis");
-  }
-
-  // id, body, seq of one event of a claim or list reply. A claimed body that is malformed
-  // (written by hand, or a bug) is reported, not delivered as an empty event; a listed one is
-  // shown with empty fields, so `events dead` still shows it with its error. (A missing body
-  // never reaches a claim: the claim script dead-letters that event.)
-  void fill(StoredEvent& e, redisReply** f, bool strict = true) {
-    const std::string id = str(f[0]);
-    if (auto parsed = EventId::parse(id)) e.id = *parsed;
-    const redisReply* body = f[1];
-    if ((!body || body->type != REDIS_REPLY_STRING ||
-         !unpack_body(std::string_view(body->str, body->len), e)) &&
-        strict)
-      throw Error(
-          ErrorCode::corrupt, "redis",
-          "outbox " + base_ + ": event " + id + " has no readable body in " + base_ + "v3:body");
-    e.seq = to_int(str(f[2]));
-  }
-
-  std::vector<DeadEvent> read_list(std::string_view which, std::size_t limit) {
-    std::vector<DeadEvent> out;
-    if (limit == 0) return out;
-    const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
-    Reply r = client_.eval(scripts_.list, key_, {base_, which, limit_s});
-    if (r->type != REDIS_REPLY_ARRAY) return out;
-    // id, body, seq, attempts, last_error, dead_at, crashes, deliver_at (list.lua)
-    constexpr std::size_t kFields = 8;
-    for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
-      redisReply** f = r->element + i;
-      DeadEvent d;
-      fill(d, f, /*strict=*/false);
-      d.attempts = static_cast<int>(to_int(str(f[3])));
-      d.last_error = str(f[4]);
-      std::string dead_at = str(f[5]);
-      if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(to_int(dead_at)));
-      d.crashes = static_cast<int>(to_int(str(f[6])));
-      if (std::string at = str(f[7]); !at.empty())
-        d.deliver_at = TimePoint(std::chrono::milliseconds(to_int(at)));
-      out.push_back(std::move(d));
-    }
-    return out;
-  }
-
-  std::vector<EventState> inspect(std::string_view which, std::size_t limit) {
-    std::vector<EventState> out;
-    if (limit == 0) return out;
-    const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
-    Reply r = client_.eval(scripts_.inspect, key_, {base_, which, limit_s});
-    if (r->type != REDIS_REPLY_ARRAY) return out;
-    auto ms = [](const std::string& v) { return TimePoint(std::chrono::milliseconds(to_int(v))); };
-    // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until, crashes
-    // (inspect.lua)
-    constexpr std::size_t kFields = 10;
-    for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
-      redisReply** f = r->element + i;
-      StoredEvent e;
-      fill(e, f, /*strict=*/false);
-      EventState& s = out.emplace_back();
-      s.seq = e.seq;
-      s.id = e.id;
-      s.type = std::move(e.type);
-      s.key = std::move(e.key);
-      s.attempts = static_cast<int>(to_int(str(f[3])));
-      s.crashes = static_cast<int>(to_int(str(f[9])));
-      s.last_error = str(f[4]);
-      s.lease_owner = str(f[6]);
-      if (s.lease_owner.empty()) {
-        if (std::string due = str(f[5]); !due.empty()) s.next_attempt = ms(due);
-      } else {
-        s.fence = to_int(str(f[7]));
-        s.lease_until = ms(str(f[8]));
-      }
-    }
-    return out;
   }
 
   std::size_t bulk(const Script& script, std::span<const EventId> ids) {
@@ -608,6 +536,7 @@ class RedisStore final : public Store {
   std::atomic<std::int64_t> fence_{0};           // the fence of our writer lease
   std::atomic<std::int64_t> alive_until_ms_{0};  // steady ms: last claim/renew + its lease
   std::once_flag heartbeat_started_;
+  std::once_flag durability_checked_;
   std::thread heartbeat_;
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;
