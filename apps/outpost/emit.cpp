@@ -22,6 +22,7 @@
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/json.h"
+#include "pipeline_limits.h"
 
 namespace outpost::cli {
 namespace {
@@ -81,6 +82,8 @@ StdinEvents read_stdin_events() {
     // The stores' own input rules (core/append_check.h), here so that the message names the
     // line and nothing is opened. The payload limit is the store's (its URL may change it).
     core::check_event(events.back(), where, 0, "cli");
+    if (auto e = limits::control_error(events.back().type); !e.empty())
+      throw ConfigError(where() + ": field 'type' " + e);
     // A trace context tracing libraries would drop is refused (outpost/event.h).
     if (auto p = trace_context_problem(events.back().headers); !p.empty())
       throw ConfigError(where() + ": " + p);
@@ -126,6 +129,8 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
   } else {
     if (sub.count("--type") == 0) throw ConfigError("emit: --type is required (or use -)");
     if (a.type.empty()) throw ConfigError("emit: --type must not be empty");
+    if (auto e = limits::control_error(a.type); !e.empty())
+      throw ConfigError("emit: --type " + e);  // one rule with consumer group names
     if (sub.count("--payload") == 0) throw ConfigError("emit: --payload is required (or use -)");
     Event e = Event::make(a.type, a.payload, a.key);
     for (const auto& h : a.headers) {

@@ -68,5 +68,29 @@ TEST(CliConfig, AnEmptyHttpListenIsRefused) {
                  {"outpost.toml:2: ", "key 'listen'"});
 }
 
+// An event type is printed by `events`, the dashboard and the log: `emit --type` and the "type"
+// field of `emit -` refuse control characters (C0, DEL) as consumer group names do, exit 2
+// naming the field, before the store is opened. Before: written as given.
+TEST(CliConfig, EmitRefusesControlCharactersInTheType) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "e.db";
+  for (const std::string& type :
+       {std::string("a\x1b[31m"), std::string("a\nb"), std::string("a\x7f")}) {
+    auto r = run_cli({"emit", "--store", store, "--type", type, "--payload", "{}"}, {},
+                     std::chrono::seconds(30));
+    EXPECT_EQ(r.code, 2) << r.all();
+    EXPECT_NE(r.err.find("--type must not contain control characters"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  }
+  auto r = run_cli({"emit", "--store", store, "-"},
+                   "{\"type\":\"ok\",\"payload\":{}}\n{\"type\":\"a\\u001bb\",\"payload\":{}}\n",
+                   std::chrono::seconds(30));
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find("stdin line 2: field 'type' must not contain control characters"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(entries_in(dir.path()), 0u) << "the store was created";
+}
+
 }  // namespace
 }  // namespace outpost::testing
