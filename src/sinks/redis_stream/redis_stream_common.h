@@ -53,14 +53,23 @@ struct Endpoint {
   int db = 0;
   Duration timeout{10'000};
   std::string where;  // the redacted URL, for messages
+  // Every host of the URL (the sink: seeds of a Redis Cluster, docs/redis.md); host:port above
+  // is the first.
+  std::vector<core::HostPort> seeds;
 };
 
 // Fills `e` from `url` (timeout_ms absent: `default_timeout`); `bad(what)` makes the ConfigError
 // thrown for a wrong part.
+// `many_hosts`: several host:port (a Redis Cluster's seeds) are allowed.
 template <typename Bad>
-void read_endpoint(const core::Url& url, Duration default_timeout, Endpoint& e, Bad&& bad) {
-  if (url.hosts().size() != 1 || url.hosts().front().host.empty())
-    throw bad("exactly one host:port expected");
+void read_endpoint(const core::Url& url, Duration default_timeout, Endpoint& e, Bad&& bad,
+                   bool many_hosts = false) {
+  if (url.hosts().empty() || (!many_hosts && url.hosts().size() != 1))
+    throw bad(many_hosts ? "host:port expected" : "exactly one host:port expected");
+  for (const auto& hp : url.hosts()) {
+    if (hp.host.empty()) throw bad("a host is empty");
+    e.seeds.push_back({hp.host, hp.port ? hp.port : std::uint16_t{6379}});
+  }
   e.host = url.hosts().front().host;
   e.port = url.hosts().front().port ? url.hosts().front().port : 6379;
   e.user = url.user();

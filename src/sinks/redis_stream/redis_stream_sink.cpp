@@ -109,7 +109,29 @@ class RedisStreamSink final : public Sink {
 
   std::string_view name() const override { return "redis-stream"; }
 
+  // On Redis Cluster a batch sent to a node that does not serve its streams' slot is refused
+  // whole at queue time (MOVED: nothing was added); it is sent again to the node named, a few
+  // times at most (a slot migrating, or streams in different slots: docs/redis.md).
   std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    std::vector<DeliveryResult> results;
+    for (int redirects = 0;; ++redirects) {
+      moved_to_.clear();
+      results = deliver_once(events);
+      if (moved_to_.empty() || redirects == 3) return results;
+      const auto colon = moved_to_.rfind(':');
+      int port = 0;
+      if (colon == std::string::npos ||
+          std::from_chars(moved_to_.data() + colon + 1, moved_to_.data() + moved_to_.size(), port)
+                  .ec != std::errc())
+        return results;
+      config_.host = moved_to_.substr(0, colon);
+      config_.port = port;
+      ctx_.reset();
+    }
+  }
+
+ private:
+  std::vector<DeliveryResult> deliver_once(std::span<const StoredEvent> events) {
     std::vector<DeliveryResult> results(events.size());
     if (events.empty()) return results;
     if (!ctx_) {
@@ -194,7 +216,6 @@ class RedisStreamSink final : public Sink {
     return results;
   }
 
- private:
   std::string host_port() const { return config_.host + ":" + std::to_string(config_.port); }
 
   // Appends one RESP bulk string to out_.
@@ -254,6 +275,12 @@ class RedisStreamSink final : public Sink {
           why = "EXEC: " + server_words;
         }
         if (why.empty()) why = "EXEC returned no results";
+        if (server_words.rfind("MOVED ", 0) == 0)  // "MOVED <slot> <host:port>": deliver() resends
+          moved_to_ = server_words.substr(server_words.rfind(' ') + 1);
+        if (server_words.rfind("CROSSSLOT", 0) == 0 || server_words.rfind("MOVED", 0) == 0)
+          why +=
+              " (on Redis Cluster every stream of the sink needs the same hash tag, e.g. "
+              "redis-stream://.../{outpost}.{type}: docs/redis.md)";
         fail_all(0, server_words, "redis-stream " + why + " (nothing of the batch was added)");
         return;
       }
@@ -271,7 +298,19 @@ class RedisStreamSink final : public Sink {
 
   // Connects, authenticates and selects the database; the outcome of every event when that
   // failed.
+  // The host tried first is the last one that answered (or a MOVED reply named); when it cannot
+  // be reached, the URL's other hosts (a cluster's seeds) in turn.
   std::optional<DeliveryResult> connect() {
+    std::optional<DeliveryResult> failure = connect_to_current();
+    for (std::size_t i = 0; failure && i < config_.seeds.size() && config_.seeds.size() > 1; ++i) {
+      config_.host = config_.seeds[i].host;
+      config_.port = config_.seeds[i].port;
+      failure = connect_to_current();
+    }
+    return failure;
+  }
+
+  std::optional<DeliveryResult> connect_to_current() {
     const timeval tv = redis_stream::to_timeval(config_.timeout);
     ContextPtr ctx(redisConnectWithTimeout(config_.host.c_str(), config_.port, tv));
     if (!ctx)
@@ -340,7 +379,9 @@ class RedisStreamSink final : public Sink {
   std::string out_;           // the batch's commands, RESP-encoded
   std::string headers_text_;  // scratch: an event's headers as JSON
   ContextPtr ctx_;
-  bool durability_checked_ = false;               // the server's settings were read (connect())
+  bool durability_checked_ = false;
+  std::string moved_to_;  // host:port of the last batch's MOVED reply ("" = none)               //
+                          // the server's settings were read (connect())
   std::map<std::string, std::int64_t> appended_;  // entries appended per stream since last trim
 };
 
@@ -354,7 +395,7 @@ std::unique_ptr<Sink> open_redis_stream_sink(std::string_view text, const SinkOp
     return ConfigError("redis-stream sink URL " + c.where + ": " + what, "redis-stream");
   };
   if (url.scheme() != "redis-stream") throw bad("scheme must be redis-stream://");
-  redis_stream::read_endpoint(url, options.timeout, c, bad);
+  redis_stream::read_endpoint(url, options.timeout, c, bad, /*many_hosts=*/true);
   c.stream_template = url.path();
   if (c.stream_template.empty()) throw bad("stream name (the URL path) missing");
   const auto trimming = redis_stream::read_trimming(url);
