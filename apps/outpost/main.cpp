@@ -2,6 +2,9 @@
 // events.cpp, bench.cpp); this file wires them up and maps errors to exit codes:
 // 0 ok, 2 usage/config error (the message names the flag or URL part), 1 runtime failure.
 
+#include <poll.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -79,6 +82,27 @@ void require_decimal_integers(CLI::App& app) {
 // The commands that take SIGINT/SIGTERM themselves (with a StopSignalWatcher) to drain.
 bool handles_stop_signals(const std::string& command) {
   return command == "relay" || command == "consume" || command == "demo" || command == "run";
+}
+
+// True when stdout is a pipe or socket whose reader went away (`outpost ... | head -1` after
+// head exited): poll reports POLLERR/POLLHUP on such a write end.
+static bool stdout_reader_gone() {
+  struct stat st {};
+  if (fstat(1, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return false;
+  pollfd p{1, POLLOUT, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+// One rule for every command's output (docs/cli.md, "Exit codes"): SIGPIPE is ignored
+// (signals.cpp), so a reader that went away is a failed write here, which ends the command
+// quietly with its own code, as a pipeline's consumer expects; any other failed write (a full
+// disk) is a runtime failure, since output was lost.
+static int finish_stdout(int code) {
+  std::cout.flush();
+  const bool failed = std::cout.fail() || std::fflush(stdout) != 0;
+  if (!failed || stdout_reader_gone()) return code;
+  std::cerr << "outpost: error: writing standard output failed (output is incomplete)\n";
+  return code == kExitOk ? kExitRuntime : code;
 }
 
 }  // namespace outpost::cli
@@ -178,7 +202,7 @@ int main(int argc, char** argv) {
       // Commands that stop gracefully take SIGINT/SIGTERM on a watcher thread; for the others
       // the default action applies again (a pending signal ends the process now).
       if (!handles_stop_signals(sub->get_name())) unblock_stop_signals();
-      return run();
+      return finish_stdout(run());
     }
     std::cerr << "outpost: no subcommand\n";
     return kExitUsage;

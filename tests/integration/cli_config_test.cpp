@@ -1,7 +1,11 @@
-// `outpost check|run --config` and the CLI's input rules at their edges, black box: what a config
-// file gets wrong is exit 2 naming the key, its line and the limit, before anything is opened.
+// `outpost check|run --config` and the CLI's input and output rules at their edges, black box:
+// what a config file gets wrong is exit 2 naming the key, its line and the limit, before
+// anything is opened; a closed stdout ends a command quietly, a failing one is exit 1.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -90,6 +94,62 @@ TEST(CliConfig, EmitRefusesControlCharactersInTheType) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(entries_in(dir.path()), 0u) << "the store was created";
+}
+
+// Runs outpost with `args`, stdout a pipe whose reader is already gone (what `| head -1` leaves
+// once head has exited) or `stdout_path`; returns the exit code (128+signal when killed) and
+// stderr.
+std::pair<int, std::string> run_with_stdout(const std::vector<std::string>& args,
+                                            const std::string& stdout_path = {}) {
+  TempDir io;
+  const std::string err_path = io / "stderr";
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, "pipe failed"};
+  close(fds[0]);  // no reader: every write is EPIPE
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out = stdout_path.empty() ? fds[1] : open(stdout_path.c_str(), O_WRONLY);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (out < 0 || err < 0) _exit(125);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> argv{const_cast<char*>(OUTPOST_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(OUTPOST_BIN, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream in(err_path);
+  std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), err};
+}
+
+// One rule for every command's output: a reader that went away (`outpost schema | head -1`)
+// ends the command quietly with its own exit code, as `events list | head` did; a stdout that
+// cannot be written (a full disk) is exit 1 naming it. Before: `schema` exited 1 on a closed
+// pipe, and `events list` exited 0 with its output lost on /dev/full.
+TEST(CliOutput, AClosedStdoutIsQuietAndAFailingOneIsExit1) {
+  TempDir dir;
+  const std::string store = "sqlite:" + dir / "o.db";
+  ASSERT_EQ(run_cli({"emit", "--store", store, "--type", "t", "--payload", "{}"}).code, 0);
+  const std::vector<std::vector<std::string>> commands{
+      {"schema", "--store", "redis://127.0.0.1:1/0"},
+      {"schema", "--store", store},
+      {"events", "--store", store, "list"},
+  };
+  for (const auto& args : commands) {
+    auto [code, err] = run_with_stdout(args);
+    EXPECT_EQ(code, 0) << args[0] << " " << args[2] << "\n" << err;
+    EXPECT_EQ(err, "") << args[0] << " " << args[2];
+    if (std::filesystem::exists("/dev/full")) {
+      auto [full_code, full_err] = run_with_stdout(args, "/dev/full");
+      EXPECT_EQ(full_code, 1) << args[0] << " " << args[2] << "\n" << full_err;
+      EXPECT_NE(full_err.find("writing standard output"), std::string::npos) << full_err;
+    }
+  }
 }
 
 }  // namespace
