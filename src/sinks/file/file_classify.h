@@ -11,7 +11,8 @@ enum class Outcome { unavailable, refused, closed };
 // unavailable: the disk is full or failing or the file cannot be reached now: ENOSPC, EDQUOT,
 //   EIO, EROFS (remounted read-only after errors), EFBIG, ENOENT/ENOTDIR (the directory was
 //   removed), EACCES/EPERM, EMFILE/ENFILE/ENOMEM, EAGAIN, ESTALE, ETIMEDOUT, ENXIO, ENODEV.
-// closed: EPIPE, the reader of a pipe went away (nothing later can succeed).
+// closed: EPIPE on standard output (`file:-`): its reader went away and nothing can reopen it.
+//   (On a named pipe the sink reopens it instead and reports ENXIO until a reader opens it.)
 // refused: anything else (EINVAL, EBADF, ...: the file cannot take what was asked).
 Outcome classify(int err);
 

@@ -235,7 +235,15 @@ class FileSink final : public Sink {
         if (errno == EINTR) continue;
         int err = errno;
         undo_partial(before, have_before, done);
-        if (err == EPIPE) {  // the reader of the pipe went away (SIGPIPE is ignored by the CLI)
+        if (err == EPIPE && !stdout_) {
+          // The reader of a named pipe went away: another can open it, so the sink is down, not
+          // gone. Reopened on the next batch, which fails with ENXIO (unavailable: the relay
+          // pauses and probes) until a reader is there (docs/sinks_file_http.md).
+          fd_.reset();
+          return {ENXIO, "write '" + path_ + "': the reader of the pipe went away (" +
+                             errno_text(err) + "); waiting for a reader to open it"};
+        }
+        if (err == EPIPE) {  // standard output's reader went away: nothing can reopen it
           std::lock_guard lock(closed_mu_);
           closed_ =
               "write '" + path_ + "': the reader of the pipe went away (" + errno_text(err) + ")";
