@@ -28,9 +28,28 @@ std::string_view to_string(ErrorCode code) {
   return "unknown";
 }
 
+namespace {
+
+// what() is a C string: a NUL inside a message (a decoded URL parameter, a value from a server)
+// would cut it off there, hiding what is wrong. It is shown as \x00 instead.
+std::string without_nul(const std::string& message) {
+  if (message.find('\0') == std::string::npos) return message;
+  std::string out;
+  out.reserve(message.size() + 8);
+  for (char c : message) {
+    if (c == '\0')
+      out += "\\x00";
+    else
+      out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 Error::Error(ErrorCode code, std::string backend, const std::string& message,
              std::string native_code)
-    : std::runtime_error(message),
+    : std::runtime_error(without_nul(message)),
       code_(code),
       backend_(std::move(backend)),
       native_code_(std::move(native_code)) {}

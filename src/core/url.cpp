@@ -139,8 +139,12 @@ Url Url::parse(std::string_view text) {
 std::optional<std::string> Url::param(std::string_view name) const {
   known_.emplace(name);
   std::optional<std::string> found;
-  for (const auto& [k, v] : query_)
-    if (k == name) found = v;  // last one wins
+  for (const auto& [k, v] : query_) {
+    if (k != name) continue;
+    // Which one was meant cannot be known: a typo must not silently pick one.
+    if (found) bad(text_, "parameter '" + std::string(name) + "' is given more than once");
+    found = v;
+  }
   return found;
 }
 

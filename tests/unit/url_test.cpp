@@ -81,6 +81,24 @@ TEST(UrlTest, TypedParametersAndUnknownOnesRejected) {
             std::string::npos);
 }
 
+// Found by trying the CLI: `sqlite:x.db?table=a&table=b` wrote table b, silently. A parameter
+// outpost reads may be given once; a webhook's own query (passed through) may repeat names.
+TEST(UrlTest, AParameterGivenTwiceIsRefused) {
+  auto u = Url::parse("sqlite:/tmp/x.db?table=a&table=b&archive=1");
+  std::string e = error_of([&] { u.param("table"); });
+  EXPECT_NE(e.find("parameter 'table' is given more than once"), std::string::npos) << e;
+  EXPECT_EQ(u.bool_param("archive"), true);
+  auto pass = Url::parse("https://h/x?tag=a&tag=b");
+  EXPECT_EQ(pass.query().size(), 2u);
+}
+
+// what() is a C string: a NUL in a message cut it off before what is wrong was said.
+TEST(UrlTest, ANulInAMessageIsShownNotCutOff) {
+  const char text[] = "prefix '\0x' is not allowed";
+  ConfigError e(std::string(text, sizeof text - 1), "redis");
+  EXPECT_EQ(std::string(e.what()), "prefix '\\x00x' is not allowed");
+}
+
 TEST(UrlTest, PasswordIsRedactedInMessages) {
   auto u = Url::parse("postgresql://app:hunter2@db:5432/x?batch=oops");
   EXPECT_EQ(u.redacted(), "postgresql://app:***@db:5432/x?batch=oops");
