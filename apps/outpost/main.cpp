@@ -174,9 +174,24 @@ int main(int argc, char** argv) {
       if (sub->parsed()) command = sub;
       for (auto& r : sub->remaining()) extra.push_back(r);
     }
-    if (rc == 0 || extra.empty()) {
+    if (rc == 0) {
       std::cerr << printable(err.str());
-      return rc == 0 ? kExitOk : kExitUsage;
+      return kExitOk;
+    }
+    if (extra.empty()) {  // e.g. "--store is required": the documented prefix, the command named
+      std::string where;
+      for (CLI::App* at = &app;;) {  // the command as typed: "consumers seek: "
+        CLI::App* next = nullptr;
+        for (auto* sub : at->get_subcommands({}))
+          if (sub->parsed()) next = sub;
+        if (!next) break;
+        where += (where.empty() ? "" : " ") + next->get_name();
+        at = next;
+      }
+      if (!where.empty()) where += ": ";
+      std::cerr << printable("outpost: error: " + where + e.what())
+                << "\nRun with --help for more information.\n";
+      return kExitUsage;
     }
     std::string text = "outpost: error: not understood:";
     for (const auto& x : extra) text += " '" + x + "'";

@@ -188,6 +188,23 @@ TEST_F(CliSecretsTest, ConfigSyntaxErrorsNeverQuoteTheSecretLine) {
 
 // Issue 10 defect 6: `emit -` -> `events list` and -> the file sink give back every JSON value
 // and every string exactly; binary travels base64; what cannot be kept is refused (exit 2).
+// A missing required flag printed CLI11's bare "--store is required", without the documented
+// "outpost: error:" prefix (docs/cli.md) every other usage error has. Found by trying the CLI.
+TEST(CliUsageErrors, AMissingRequiredFlagHasThePrefixAndNamesTheCommand) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> calls{
+      {"emit", {"emit", "--type", "t", "--payload", "{}"}},
+      {"relay", {"relay", "--store", "sqlite:/nonexistent/x.db"}},
+      {"consumers list", {"consumers", "list"}},
+      {"consumers seek", {"consumers", "--checkpoint", "sqlite:/nonexistent/c.db", "seek"}},
+  };
+  for (const auto& [command, args] : calls) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << command << ": " << r.all();
+    EXPECT_EQ(r.err.rfind("outpost: error: " + command + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("is required"), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliRoundTrip, EmitListAndFileSinkKeepEveryPayload) {
   TempDir dir;
   const std::string store = "sqlite:" + dir / "rt.db";
@@ -719,7 +736,8 @@ TEST(CliUsage, EmitRefusesInputItCannotKeep) {
   const std::vector<Bad> lines{
       {R"({"type":"t","kye":"acct-1","payload":1})", "unknown field 'kye' (did you mean 'key'?)"},
       {R"({"type":"t","key":"k","delay_ms":500,"payload":1})",
-       "unknown field 'delay_ms'; the fields are deliver_at, headers, id, key, occurred_at, payload"},
+       "unknown field 'delay_ms'; the fields are deliver_at, headers, id, key, occurred_at, "
+       "payload"},
       {R"({"type":"t","Payload":1,"payload":2,"headrs":{}})",
        "unknown fields 'Payload' (did you mean 'payload'?), 'headrs' (did you mean 'headers'?)"},
       {std::string(R"({"type":"t","payload":1})") + '\0' + R"({"type":"u","payload":2})",
