@@ -468,7 +468,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
         j["dead_total"] = c.dead;
         j["lease_lost"] = c.lease_lost;
         j["lease_ms"] = p.relay->options().lease.count();
-        j["ordered"] = p.relay->options().order == ClaimOrder::ordered;
+        j["ordered"] = p.relay->options().order != ClaimOrder::unordered;
       }
       if (p.consumer) j["consumer"] = consumer_json(p.consumer->status());
       if (p.store) {
@@ -502,7 +502,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
       TimePoint at = now();
       json keys = json::array();
       for (const auto& e : p->store->blocked(limit)) keys.push_back(event_state_json(e, at));
-      bool ordered = !p->relay || p->relay->options().order == ClaimOrder::ordered;
+      bool ordered = !p->relay || p->relay->options().order != ClaimOrder::unordered;
       reply(res, 200, json{{"ordered", ordered}, {"keys", keys}});
     } catch (const std::exception& e) {
       error(res, 502, e.what());

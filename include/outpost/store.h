@@ -59,6 +59,11 @@ enum class ClaimOrder {
   ordered,
   // Any due, unleased event; highest throughput, no per-key guarantee.
   unordered,
+  // As ordered, and a dead event blocks the later events of its key (on_dead=hold): none of
+  // them is claimable until the dead letter is retried or discarded, so a retried event is
+  // delivered before them (docs/relay.md, "On dead"; guarantee 5 in docs/guarantees.md).
+  // Stores that cannot do this yet refuse the claim with ConfigError.
+  strict,
 };
 
 struct Nack {
@@ -83,10 +88,14 @@ struct SettleCounts {
 };
 
 struct StoreStats {
-  std::int64_t pending = 0;   // not yet delivered and not leased (includes those waiting to retry)
-  std::int64_t leased = 0;    // claimed under a live lease
-  std::int64_t dead = 0;      // dead letters
-  std::int64_t archived = 0;  // rows in the archive (0 when archiving is off)
+  // Not yet delivered and not leased, including those waiting to retry; not the scheduled ones.
+  std::int64_t pending = 0;
+  // Never delivered (no attempt yet), held back by a deliver_at still in the future; counted
+  // apart from pending.
+  std::int64_t scheduled = 0;
+  std::int64_t leased = 0;         // claimed under a live lease
+  std::int64_t dead = 0;           // dead letters
+  std::int64_t archived = 0;       // rows in the archive (0 when archiving is off)
   Duration oldest_pending_age{0};  // age of the oldest undelivered event (0 when none)
 };
 
@@ -115,6 +124,9 @@ struct StoreOptions {
   bool archive = false;
   // Archived events older than this are removed (0 = keep forever).
   Duration archive_retention{0};
+  // Dead letters that died longer ago than this are removed (0 = keep forever). URL parameter
+  // dead_retention=DURATION on every store (core::apply_retention_params).
+  Duration dead_retention{0};
   // Largest accepted payload in bytes; append throws ErrorCode::too_large above it (0 = no limit).
   std::size_t max_payload_bytes = 1 << 20;
   // What opening may do. create: make the outbox when it is missing. existing: open only an

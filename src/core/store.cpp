@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "core/duration.h"
+#include "core/store_params.h"
 #include "outpost/error.h"
 
 namespace outpost {
@@ -25,3 +27,18 @@ std::vector<ArchivedEvent> Store::archived(std::size_t) {
 }
 
 }  // namespace outpost
+
+namespace outpost::core {
+
+std::optional<Duration> duration_param(const Url& url, std::string_view name) {
+  auto v = url.param(name);
+  if (!v) return std::nullopt;
+  return parse_duration(*v, "parameter '" + std::string(name) + "'");
+}
+
+void apply_retention_params(const Url& url, StoreOptions& options) {
+  if (auto d = duration_param(url, "archive_retention")) options.archive_retention = *d;
+  if (auto d = duration_param(url, "dead_retention")) options.dead_retention = *d;
+}
+
+}  // namespace outpost::core

@@ -207,7 +207,7 @@ void Relay::Impl::pipelined_run() {
       } else {
         prefetch(*claimed_next);
       }
-      if (options.order == ClaimOrder::ordered &&
+      if (options.order != ClaimOrder::unordered &&
           claimed_next->claimed.events.size() < options.batch_size / 2)
         mode.ahead_found_little();
       if (!claimed_next->claimed.empty()) keeper.arm(claimed_next->claimed);

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/append_check.h"
+#include "core/store_params.h"
 #include "core/url.h"
 #include "outpost/stores/memory.h"
 
@@ -58,6 +59,8 @@ class MemoryStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    if (order == ClaimOrder::strict)
+      throw ConfigError("on_dead=hold is not supported on this store yet", "memory");
     ClaimedBatch batch;
     batch.lease.owner = "mem-" + std::to_string(++claim_counter_);
     std::lock_guard lock(mu_);
@@ -383,8 +386,10 @@ std::unique_ptr<Store> open_memory_store(std::string_view url, const StoreOption
   if (u.scheme() != "memory") throw ConfigError("not a memory: URL: '" + u.redacted() + "'");
   if (!u.path().empty() || u.hierarchical())
     throw ConfigError("bad URL '" + u.redacted() + "': memory: takes no path");
+  StoreOptions o = options;
+  core::apply_retention_params(u, o);  // archive_retention=, dead_retention=
   u.reject_unknown();
-  return make_memory_store(options);
+  return make_memory_store(o);
 }
 
 }  // namespace outpost

@@ -6,30 +6,10 @@
 #include <initializer_list>
 
 #include "core/names.h"
+#include "core/store_params.h"
 #include "core/url.h"
 
 namespace outpost::pg {
-namespace {
-
-// "7d", "12h", "30m", "10s", "250ms"; a bare number is seconds.
-Duration parse_duration(const std::string& text, const std::string& what) {
-  std::int64_t n = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  std::string unit(p, text.data() + text.size());
-  if (ec != std::errc() || n < 0)
-    throw ConfigError("parameter '" + what +
-                      "' must be a duration like 7d, 12h, 30m, 10s or 500ms, got '" + text + "'");
-  using namespace std::chrono;
-  if (unit == "ms") return Duration(n);
-  if (unit.empty() || unit == "s") return duration_cast<Duration>(seconds(n));
-  if (unit == "m") return duration_cast<Duration>(minutes(n));
-  if (unit == "h") return duration_cast<Duration>(hours(n));
-  if (unit == "d") return duration_cast<Duration>(hours(24 * n));
-  throw ConfigError("parameter '" + what + "' has an unknown unit '" + unit +
-                    "' (use ms, s, m, h or d)");
-}
-
-}  // namespace
 
 Config parse_config(std::string_view text, StoreOptions& options) {
   auto url = core::Url::parse(text);
@@ -48,8 +28,7 @@ Config parse_config(std::string_view text, StoreOptions& options) {
                       "' is invalid: at most 40 characters (derived names such as " + c.table +
                       "_archive_pYYYYMMDDHH must fit PostgreSQL's 63)");
   if (auto v = url.bool_param("archive")) options.archive = *v;
-  if (auto v = url.param("archive_retention"))
-    options.archive_retention = parse_duration(*v, "archive_retention");
+  core::apply_retention_params(url, options);  // archive_retention=, dead_retention=
   if (auto v = url.param("archive_partition")) {
     if (*v != "day" && *v != "hour")
       throw ConfigError("parameter 'archive_partition' must be day or hour, got '" + *v + "'");

@@ -230,6 +230,7 @@ class PostgresStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    refuse_strict(order);
     ClaimedBatch batch;
     batch.lease.owner = next_owner();
     if (max == 0) return batch;
@@ -274,6 +275,7 @@ class PostgresStore final : public Store {
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
+    refuse_strict(order);
     std::vector<EventId> settled(settlement.acks.begin(), settlement.acks.end());
     for (const auto& n : settlement.nacks) settled.push_back(n.id);
     settled.insert(settled.end(), settlement.releases.begin(), settlement.releases.end());
@@ -443,6 +445,12 @@ class PostgresStore final : public Store {
     pg::Membership& m;
     std::vector<std::int64_t> seqs;
   };
+
+  // ClaimOrder::strict (on_dead=hold) is not implemented here yet: refused before anything runs.
+  static void refuse_strict(ClaimOrder order) {
+    if (order == ClaimOrder::strict)
+      throw ConfigError("on_dead=hold is not supported on this store yet", "postgres");
+  }
 
   pg::Stmt claim_stmt(const std::string& owner, std::size_t max, Duration lease, ClaimOrder order) {
     bool ordered = order == ClaimOrder::ordered;

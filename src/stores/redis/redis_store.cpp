@@ -149,6 +149,7 @@ class RedisStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    refuse_strict(order);
     ClaimedBatch batch;
     if (max == 0) return batch;
     ClaimArgs c = claim_args(batch, max, lease, order);
@@ -165,6 +166,7 @@ class RedisStore final : public Store {
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
     counts = {};
+    refuse_strict(order);
     if (max == 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
     ClaimedBatch batch;
     ClaimArgs c = claim_args(batch, max, lease, order);
@@ -333,6 +335,12 @@ class RedisStore final : public Store {
   };
 
   // Arguments of the claim function; sets the new batch's lease owner.
+  // ClaimOrder::strict (on_dead=hold) is not implemented here yet: refused before anything runs.
+  static void refuse_strict(ClaimOrder order) {
+    if (order == ClaimOrder::strict)
+      throw ConfigError("on_dead=hold is not supported on this store yet", "redis");
+  }
+
   ClaimArgs claim_args(ClaimedBatch& batch, std::size_t max, Duration lease, ClaimOrder order) {
     std::call_once(durability_checked_, [this] { warn_about_durability(); });
     batch.lease.owner = token_.empty() ? instance_owner_ : token_;
@@ -553,6 +561,7 @@ std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions
   StoreOptions o = options;
   if (c.archive) o.archive = *c.archive;
   if (c.archive_retention) o.archive_retention = *c.archive_retention;
+  if (c.dead_retention) o.dead_retention = *c.dead_retention;
   return std::make_unique<redis_store::RedisStore>(std::move(c.client), std::move(c.prefix),
                                                    c.writer_lease, o);
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "core/duration.h"
+#include "core/store_params.h"
 #include "core/url.h"
 #include "outpost/error.h"
 #include "stores/redis/redis_scripts.h"
@@ -82,8 +83,8 @@ StoreConfig parse_store_url(std::string_view url) {
   if (auto ms = u.int_param("writer_lease_ms", 100, 3'600'000)) c.writer_lease = Duration(*ms);
   if (!writer_lease) c.writer_lease = Duration(0);
   c.archive = u.bool_param("archive");
-  if (auto v = u.param("archive_retention"))
-    c.archive_retention = core::parse_duration(*v, "parameter 'archive_retention'");
+  c.archive_retention = core::duration_param(u, "archive_retention");
+  c.dead_retention = core::duration_param(u, "dead_retention");
   u.reject_unknown();
   co.slot_key = "{" + c.prefix + "}";
   return c;

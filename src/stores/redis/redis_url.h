@@ -23,6 +23,7 @@ struct StoreConfig {
   // archive=1 and archive_retention=DURATION (as PostgreSQL's): they override StoreOptions.
   std::optional<bool> archive;
   std::optional<Duration> archive_retention;
+  std::optional<Duration> dead_retention;  // dead_retention=DURATION (StoreOptions)
 };
 
 StoreConfig parse_store_url(std::string_view url);

@@ -61,8 +61,7 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
               : std::string_view();
       if (!claimable) {
         // Leased, waiting to retry, or scheduled (attempts 0, due later): its key waits.
-        if (ordered && !key.empty() && !blocked.contains(key))
-          blocked.emplace(key);
+        if (ordered && !key.empty() && !blocked.contains(key)) blocked.emplace(key);
       } else if (ordered && !key.empty() && !blocked.empty() && blocked.contains(key)) {
         skip_after_pick = !picked.empty();
       } else {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/names.h"
+#include "core/store_params.h"
 #include "core/url.h"
 #include "outpost/error.h"
 #include "outpost/stores/sqlite.h"
@@ -55,6 +56,7 @@ SqliteOptions parse_url(std::string_view url, const StoreOptions& options) {
                         *sync + "'");
   }
   if (auto archive = u.bool_param("archive")) o.store.archive = *archive;
+  core::apply_retention_params(u, o.store);  // archive_retention=, dead_retention=
   if (auto ms = u.int_param("retention_ms", 0, INT64_MAX / 1000))
     o.store.archive_retention = Duration(*ms);
   if (auto ms = u.int_param("busy_timeout_ms", 0, INT32_MAX))
