@@ -27,6 +27,7 @@
 #include "dead_letters.h"
 #include "outpost/consumer.h"
 #include "outpost/error.h"
+#include "pipeline_limits.h"
 
 namespace outpost::cli {
 namespace {
@@ -298,7 +299,12 @@ Runner add_consumers_command(CLI::App& root) {
                    "recorded, password redacted)");
 
   return [a, list, dead, retry, discard, seek, del] {
-    // Arguments first, then the URL, before anything is opened.
+    // Arguments first, then the URL, before anything is opened. A group name follows the rule
+    // `consume` applies to it (pipeline_limits.h): no store holds another, and a control
+    // character would reach the terminal in "no consumer group '...'".
+    if (!list->parsed())
+      if (std::string why = limits::group_error(a->group); !why.empty())
+        throw ConfigError("consumers: --group " + why);
     if (retry->parsed()) check_operation("retry", *a);
     if (discard->parsed()) check_operation("discard", *a);
     std::optional<DeadLetterFilter> filter;

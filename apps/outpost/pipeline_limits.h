@@ -25,15 +25,15 @@ inline std::string backoff_order_error(std::int64_t base_ms, std::int64_t max_ms
 
 // Text an operator's terminal shows (a consumer group's name, an event type): no control
 // character (C0, DEL). Empty when it is fine, else what is wrong.
-// A consumer group's name: it is stored in the checkpoint store and printed by `consumers list`,
-// the dashboard and every log line of the pipeline, so 1-200 bytes and no control character
-// (C0, DEL) that would reach an operator's terminal. Empty when it is fine, else what is wrong.
 inline std::string control_error(std::string_view text) {
   for (char c : text)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
       return "must not contain control characters";
   return {};
 }
+// A consumer group's name: it is stored in the checkpoint store and printed by `consumers list`,
+// the dashboard and every log line of the pipeline, so 1-200 bytes and no control character.
+// Empty when it is fine, else what is wrong (`consume` and `consumers` alike).
 inline std::string group_error(const std::string& group) {
   if (group.empty() || group.size() > 200) return "must be 1-200 bytes";
   return control_error(group);

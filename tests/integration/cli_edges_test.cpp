@@ -553,6 +553,23 @@ TEST(CliUsage, ConsumerGroupNamesRefuseControlCharacters) {
     EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
     EXPECT_EQ(entries_in(dir.path()), 1u) << "something was created";
   }
+  // `consumers` applies the same rule before opening anything (it opened the store and echoed a
+  // control character raw in "no consumer group '...'", exit 1).
+  for (const std::string& group : {std::string(), std::string("a\x01b"), std::string(201, 'g')}) {
+    for (std::vector<std::string> op : {std::vector<std::string>{"delete"},
+                                        {"seek", "--to", "end"},
+                                        {"dead"},
+                                        {"retry", "--all"}}) {
+      std::vector<std::string> args{"consumers", "--checkpoint", "sqlite:" + dir / "ck.db"};
+      args.insert(args.end(), op.begin(), op.end());
+      args.insert(args.end(), {"--group", group});
+      auto r = run_cli(args);
+      EXPECT_EQ(r.code, 2) << op[0] << ": " << r.all();
+      EXPECT_NE(r.err.find("--group must"), std::string::npos) << r.err;
+      EXPECT_EQ(r.err.find('\x01'), std::string::npos) << r.err;
+      EXPECT_EQ(entries_in(dir.path()), 1u) << "something was created";
+    }
+  }
   const std::string config = dir / "outpost.toml";
   std::ofstream(config) << "[[consume]]\nname = \"c\"\nfrom = \"file:" << dir / "log.jsonl"
                         << "\"\ngroup = \"g\\u001b[31m\"\ncheckpoint = \"sqlite:" << dir / "ck.db"
