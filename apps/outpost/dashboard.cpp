@@ -242,20 +242,39 @@ void audit(const httplib::Request& req, const std::string& pipeline, const std::
   log("dashboard: " + what + " (from " + req.remote_addr + ")", pipeline);
 }
 
+// The start of every mutation: the caller may change things (refuse_mutation), and the body is a
+// JSON object naming a pipeline. Nullopt, having replied, when not.
+struct Mutation {
+  json body;
+  std::string pipeline;
+  std::vector<PipelineView> views;  // what `pipeline` is looked up in
+};
+std::optional<Mutation> start_mutation(PipelineSource& source, const httplib::Request& req,
+                                       httplib::Response& res) {
+  if (auto r = refuse_mutation(req, source.admin_token()); r.status) {
+    refuse(res, r);
+    return std::nullopt;
+  }
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string()) {
+    error(res, 400, "body must be a JSON object with \"pipeline\"");
+    return std::nullopt;
+  }
+  std::string pipeline = body["pipeline"].get<std::string>();
+  return Mutation{std::move(body), std::move(pipeline), source.pipelines()};
+}
+
 // POST /api/dead/{retry,discard} and /api/consumer/dead/{retry,discard}: {"pipeline":P} and
 // either "ids" (a store's: event ids; a group's: row ids or event ids) or "filter" with "expect",
 // acted on only if the filter still matches exactly that many (the count the operator confirmed).
 // Either route takes either kind of pipeline.
 void mutate(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
             bool retry) {
-  if (auto r = refuse_mutation(req, source.admin_token()); r.status) return refuse(res, r);
-  json body = json::parse(req.body, nullptr, false);
-  if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string())
-    return error(res, 400, "body must be a JSON object with \"pipeline\"");
-  auto views = source.pipelines();
-  const PipelineView* p = find(views, body["pipeline"].get<std::string>());
-  if (!has_dead_letters(p))
-    return error(res, 404, "no such pipeline: '" + body["pipeline"].get<std::string>() + "'");
+  auto m = start_mutation(source, req, res);
+  if (!m) return;
+  const json& body = m->body;
+  const PipelineView* p = find(m->views, m->pipeline);
+  if (!has_dead_letters(p)) return error(res, 404, "no such pipeline: '" + m->pipeline + "'");
   const bool group = p->consumer != nullptr;
   std::vector<std::string> ids;
   std::string what;  // for the log: "3 id(s)" or "by filter {...}"
@@ -327,15 +346,11 @@ void mutate(PipelineSource& source, const httplib::Request& req, httplib::Respon
 // stop with an error at a delete, so a delete waits until the pipeline is not running.
 void group_operation(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
                      bool seek) {
-  if (auto r = refuse_mutation(req, source.admin_token()); r.status) return refuse(res, r);
-  json body = json::parse(req.body, nullptr, false);
-  if (!body.is_object() || !body.contains("pipeline") || !body["pipeline"].is_string())
-    return error(res, 400, "body must be a JSON object with \"pipeline\"");
-  auto views = source.pipelines();
-  const PipelineView* p = find(views, body["pipeline"].get<std::string>());
-  if (!p || !p->consumer)
-    return error(res, 404,
-                 "no such consume pipeline: '" + body["pipeline"].get<std::string>() + "'");
+  auto m = start_mutation(source, req, res);
+  if (!m) return;
+  const json& body = m->body;
+  const PipelineView* p = find(m->views, m->pipeline);
+  if (!p || !p->consumer) return error(res, 404, "no such consume pipeline: '" + m->pipeline + "'");
   const std::string group = p->consumer->status().group;
   auto shown = [](const std::string& position) {
     return position.empty() ? std::string("the beginning") : position;
