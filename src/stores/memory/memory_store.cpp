@@ -59,18 +59,27 @@ class MemoryStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
-    if (order == ClaimOrder::strict)
-      throw ConfigError("on_dead=hold is not supported on this store yet", "memory");
     ClaimedBatch batch;
     batch.lease.owner = "mem-" + std::to_string(++claim_counter_);
     std::lock_guard lock(mu_);
     TimePoint t = now();
     std::unordered_set<std::string> blocked_keys;
+    // strict (on_dead=hold): a dead letter holds back the later events of its key until it is
+    // retried or discarded (store.h). Its lowest dead seq per key.
+    std::unordered_map<std::string, std::int64_t> dead_heads;
+    if (order == ClaimOrder::strict)
+      for (const auto& [seq, d] : dead_)
+        if (!d.key.empty()) dead_heads.emplace(d.key, seq);  // dead_ is in seq order
     for (auto& [seq, row] : live_) {
       if (batch.events.size() >= max) break;
       bool claimable = row.due_at <= t && (row.lease_owner.empty() || row.lease_until <= t);
-      bool keyed = order == ClaimOrder::ordered && !row.event.key.empty();
+      bool keyed = order != ClaimOrder::unordered && !row.event.key.empty();
       if (keyed && blocked_keys.contains(row.event.key)) continue;
+      if (auto it = keyed ? dead_heads.find(row.event.key) : dead_heads.end();
+          it != dead_heads.end() && it->second < seq) {
+        blocked_keys.insert(row.event.key);
+        continue;
+      }
       if (!claimable) {
         if (keyed) blocked_keys.insert(row.event.key);
         continue;
@@ -174,6 +183,8 @@ class MemoryStore final : public Store {
     for (const auto& [seq, row] : live_) {
       if (!row.lease_owner.empty() && row.lease_until > t)
         ++s.leased;
+      else if (row.event.attempts == 0 && row.due_at > t)
+        ++s.scheduled;  // never attempted, due later: held by its deliver_at
       else
         ++s.pending;
     }
