@@ -217,5 +217,80 @@ TEST(PostgresSchedule, ScheduledEventsAreNotTheOldestPending) {
   drop_outbox(conn.get(), table);
 }
 
+// Scheduled events are counted apart from pending (StoreStats::scheduled).
+TEST(PostgresSchedule, StatsCountScheduledApartFromPending) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("sched_");
+  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  Event later = Event::make("t", "{}", "k");
+  later.deliver_at = now() + 1h;
+  std::vector<Event> events{later, Event::make("t", "{}", "j")};
+  store->append(events);
+  auto s = store->stats();
+  EXPECT_EQ(s.scheduled, 1);
+  EXPECT_EQ(s.pending, 1);
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
+// ClaimOrder::strict: a key with a dead letter is held until it is retried, then the retried
+// event goes first; other keys flow.
+TEST(PostgresSchedule, StrictClaimHoldsAKeyWithADeadLetter) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("strict_");
+  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  std::vector<Event> events{Event::make("a", "{}", "k"), Event::make("b", "{}", "k"),
+                            Event::make("c", "{}", "j")};
+  store->append(events);
+  auto first = store->claim(1, 30s, ClaimOrder::strict);
+  ASSERT_EQ(first.events.size(), 1u);
+  EXPECT_EQ(first.events[0].type, "a");
+  std::vector<Nack> dead{{first.events[0].id, "refused", std::nullopt}};
+  EXPECT_EQ(store->nack(first, dead), 1u);
+  auto next = store->claim(10, 30s, ClaimOrder::strict);
+  ASSERT_EQ(next.events.size(), 1u) << "k's later event went past its dead head";
+  EXPECT_EQ(next.events[0].type, "c");
+  EXPECT_EQ(store->ack(next, ids(next)), 1u);
+  EXPECT_TRUE(store->claim(10, 30s, ClaimOrder::strict).empty());
+  EXPECT_EQ(store->retry_all(), 1u);
+  auto after = store->claim(10, 30s, ClaimOrder::strict);
+  ASSERT_EQ(after.events.size(), 2u);
+  EXPECT_EQ(after.events[0].type, "a");
+  EXPECT_EQ(after.events[1].type, "b");
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
+// StoreOptions::dead_retention: dead letters older than it are deleted (at open, then after
+// settlements); younger ones stay.
+TEST(PostgresSchedule, DeadRetentionDeletesOldDeadLetters) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("dret_");
+  auto conn = raw_connect(shared_url());
+  const std::string url = shared_url() + "?table=" + table;
+  {
+    auto store = open_postgres_store(url);
+    std::vector<Event> events{Event::make("old", "{}", "k"), Event::make("young", "{}", "j")};
+    store->append(events);
+    auto batch = store->claim(10, 30s, ClaimOrder::unordered);
+    ASSERT_EQ(batch.events.size(), 2u);
+    std::vector<Nack> dead{{batch.events[0].id, "x", std::nullopt},
+                           {batch.events[1].id, "x", std::nullopt}};
+    EXPECT_EQ(store->nack(batch, dead), 2u);
+  }
+  query_one(conn.get(), "UPDATE \"" + table +
+                            "_dead\" SET dead_at = now() - interval '2 days' WHERE type = 'old'");
+  StoreOptions o;
+  o.dead_retention = Duration(24 * 3600 * 1000);
+  auto store = open_postgres_store(url, o);
+  auto letters = store->dead(10);
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_EQ(letters[0].type, "young");
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
 }  // namespace
 }  // namespace outpost

@@ -36,6 +36,7 @@
 #include "stores/postgres/membership.h"
 #include "stores/postgres/pg_conn.h"
 #include "stores/postgres/refused.h"
+#include "stores/postgres/retention.h"
 #include "stores/postgres/schema.h"
 #include "stores/postgres/session.h"
 #include "stores/postgres/sql.h"
@@ -139,7 +140,10 @@ class PostgresStore final : public Store {
           sql_ = pg::Sql(names_, true, false);
       }
     }
-    if (options_.archive && options_.open != StoreOptions::Open::read_only) archive_.run(true);
+    if (options_.open != StoreOptions::Open::read_only) {
+      if (options_.archive) archive_.run(true);
+      dead_retention_.run(true);
+    }
     membership_ = std::make_unique<pg::Membership>(pool_, config_.endpoint, sql_.rebalance, member,
                                                    config_.partition_lease,
                                                    [this] { listener_.interrupt(); });
@@ -230,7 +234,6 @@ class PostgresStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
-    refuse_strict(order);
     ClaimedBatch batch;
     batch.lease.owner = next_owner();
     if (max == 0) return batch;
@@ -249,7 +252,7 @@ class PostgresStore final : public Store {
     if (!stmt) return 0;
     std::size_t n =
         with_archive_partition(true, [&] { return count_rows(session_.run(*stmt).get()); });
-    if (options_.archive) maintain_archive_after_commit();
+    maintain_after_commit(true);
     return n;
   }
 
@@ -258,7 +261,9 @@ class PostgresStore final : public Store {
     for (const auto& n : nacks) ids.push_back(n.id);
     Forget forget(*membership_, batch, ids);
     auto stmt = nack_stmt(batch, nacks);
-    return stmt ? count_first(session_.run(*stmt).get()) : 0;
+    std::size_t n = stmt ? count_first(session_.run(*stmt).get()) : 0;
+    maintain_after_commit(false);
+    return n;
   }
 
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
@@ -275,7 +280,6 @@ class PostgresStore final : public Store {
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
-    refuse_strict(order);
     std::vector<EventId> settled(settlement.acks.begin(), settlement.acks.end());
     for (const auto& n : settlement.nacks) settled.push_back(n.id);
     settled.insert(settled.end(), settlement.releases.begin(), settlement.releases.end());
@@ -308,7 +312,7 @@ class PostgresStore final : public Store {
       read_claimed(res[i].get(), batch, lease);
       listener_.server_seen_up();
     }
-    if (acks && options_.archive) maintain_archive_after_commit();
+    maintain_after_commit(acks.has_value());
     return batch;
   }
 
@@ -337,7 +341,7 @@ class PostgresStore final : public Store {
     s.dead = pg::get_i64(r.get(), 0, 2);
     s.archived = pg::get_i64(r.get(), 0, 3);
     s.oldest_pending_age = Duration(std::max<std::int64_t>(pg::get_i64(r.get(), 0, 4), 0));
-    s.pending += pg::get_i64(r.get(), 0, 5);  // scheduled: pending until StoreStats counts them
+    s.scheduled = pg::get_i64(r.get(), 0, 5);
     return s;
   }
 
@@ -426,9 +430,14 @@ class PostgresStore final : public Store {
   // drop the batch it just claimed. Nothing is lost by skipping it: it runs again at the next
   // interval, and an ack that finds no partition forces it first (with_archive_partition), where
   // a failure does fail the ack, before it commits.
-  void maintain_archive_after_commit() noexcept {
+  // Dead-letter retention (retention.h) runs at the same moments, whatever was settled.
+  void maintain_after_commit(bool acked) noexcept {
     try {
-      archive_.run(false);
+      if (acked && options_.archive) archive_.run(false);
+    } catch (...) {
+    }
+    try {
+      dead_retention_.run(false);
     } catch (...) {
     }
   }
@@ -446,21 +455,19 @@ class PostgresStore final : public Store {
     std::vector<std::int64_t> seqs;
   };
 
-  // ClaimOrder::strict (on_dead=hold) is not implemented here yet: refused before anything runs.
-  static void refuse_strict(ClaimOrder order) {
-    if (order == ClaimOrder::strict)
-      throw ConfigError("on_dead=hold is not supported on this store yet", "postgres");
-  }
-
   pg::Stmt claim_stmt(const std::string& owner, std::size_t max, Duration lease, ClaimOrder order) {
-    bool ordered = order == ClaimOrder::ordered;
+    const bool strict = order == ClaimOrder::strict;
+    const bool ordered = strict || order == ClaimOrder::ordered;
     pg::Stmt s;
     // The batch size is spliced in as a literal (a number, not user text): with LIMIT $n a
     // cached generic plan cannot know n and chose a sequential scan and sort of the whole
     // table (3x slower claims under load). One prepared statement per batch size.
-    s.sql = ordered ? sql_.claim_ordered : sql_.claim_any;
+    s.sql = strict ? sql_.claim_strict : ordered ? sql_.claim_ordered : sql_.claim_any;
     s.sql.replace(s.sql.find("{max}"), 5, std::to_string(max));
-    s.name = std::string(ordered ? "claim_ordered_" : "claim_any_") + std::to_string(max);
+    s.name = std::string(strict    ? "claim_strict_"
+                         : ordered ? "claim_ordered_"
+                                   : "claim_any_") +
+             std::to_string(max);
     s.params.text(owner);
     s.params.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
     s.params.text(membership_->member());
@@ -562,6 +569,7 @@ class PostgresStore final : public Store {
   pg::Session session_;
   pg::Listener listener_;
   pg::ArchiveMaintenance archive_;
+  pg::DeadRetention dead_retention_{pool_, config_.endpoint, names_, options_.dead_retention};
   std::string instance_;
   std::atomic<std::uint64_t> claims_{0};
   std::unique_ptr<pg::Membership> membership_;  // last: leaves before the pool closes

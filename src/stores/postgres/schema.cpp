@@ -302,8 +302,11 @@ std::string migration_v5(const Names& n) {
   // wait already sleeps until the next due_at. The trigger does it for every INSERT (plain SQL
   // emits included, docs/emit-contract.md); its WHEN is checked without calling the function,
   // so a row without deliver_at costs next to nothing. The columns are nullable, no rewrite.
+  // The dead letters' key index serves the strict claim (a key with a dead letter is held,
+  // docs/postgres.md "Strict key order"): one probe per keyed candidate.
   return "ALTER TABLE " + n.outbox + " ADD COLUMN IF NOT EXISTS deliver_at timestamptz;\n" +
          "ALTER TABLE " + n.dead + " ADD COLUMN IF NOT EXISTS deliver_at timestamptz;\n" +
+         "CREATE INDEX IF NOT EXISTS \"" + t + "_dead_key\" ON " + n.dead + " (key);\n" +
          "CREATE OR REPLACE FUNCTION " + n.q_schema + ".\"" + t +
          R"(_schedule"() RETURNS trigger
 LANGUAGE plpgsql AS $f$

@@ -53,26 +53,34 @@ Sql::Sql(const Names& n, bool crashes, bool deliver_at) {
   // filter comparing a subquery's min(seq) with the row's seq was estimated as very selective:
   // the planner chose a sequential scan and sort of the whole table, 1.7 s per claim on a
   // 25k-row backlog under load.)
-  claim_ordered =
-      "WITH cand AS (SELECT t.seq, t.key, h.seq AS head FROM " + t +
-      " t LEFT JOIN LATERAL (SELECT x.seq, " + claimable_row("x") + " AS free FROM " + t +
-      " x WHERE x.key = t.key AND t.key <> '' ORDER BY x.seq LIMIT 1) h ON true WHERE " +
-      claimable +
-      " AND (t.key = '' OR h.free) ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED), "
-      "runs AS (SELECT key, min(seq) AS lo, max(seq) AS hi, count(*) AS n, min(head) AS head, "
-      "array_agg(seq) AS seqs FROM cand WHERE key <> '' GROUP BY key), "
-      // A key counts only if we locked its head (a head locked by a claim still in progress
-      // looked free but was skipped); its whole run only if no row of the key between our
-      // first and last was skipped, else its head alone. Each key's rows come out of its one
-      // aggregate row (unnest): no join of the candidates with their keys, whose plan depended
-      // on estimates (a nested loop rescanning the aggregate once per candidate, 1.5 ms of a
-      // 2.8 ms claim, when planned on a fresh outbox; docs/postgres.md).
-      "pick AS (SELECT unnest(CASE WHEN r.n = 1 OR (SELECT count(*) FROM " +
-      t +
-      " x WHERE x.key = r.key AND x.seq BETWEEN r.lo AND r.hi) = r.n THEN r.seqs ELSE "
-      "ARRAY[r.lo] END) AS seq FROM runs r WHERE r.head = r.lo UNION ALL SELECT c.seq FROM cand "
-      "c WHERE c.key = '') " +
-      lease_set;
+  // `head_free`: the test on a keyed candidate whose key head is h.
+  auto ordered_claim = [&](const std::string& head_free) {
+    return "WITH cand AS (SELECT t.seq, t.key, h.seq AS head FROM " + t +
+           " t LEFT JOIN LATERAL (SELECT x.seq, " + claimable_row("x") + " AS free FROM " + t +
+           " x WHERE x.key = t.key AND t.key <> '' ORDER BY x.seq LIMIT 1) h ON true WHERE " +
+           claimable + " AND (t.key = '' OR " + head_free +
+           ") ORDER BY t.seq LIMIT {max} FOR UPDATE OF t SKIP LOCKED), "
+           "runs AS (SELECT key, min(seq) AS lo, max(seq) AS hi, count(*) AS n, min(head) AS head, "
+           "array_agg(seq) AS seqs FROM cand WHERE key <> '' GROUP BY key), "
+           // A key counts only if we locked its head (a head locked by a claim still in progress
+           // looked free but was skipped); its whole run only if no row of the key between our
+           // first and last was skipped, else its head alone. Each key's rows come out of its one
+           // aggregate row (unnest): no join of the candidates with their keys, whose plan depended
+           // on estimates (a nested loop rescanning the aggregate once per candidate, 1.5 ms of a
+           // 2.8 ms claim, when planned on a fresh outbox; docs/postgres.md).
+           "pick AS (SELECT unnest(CASE WHEN r.n = 1 OR (SELECT count(*) FROM " +
+           t +
+           " x WHERE x.key = r.key AND x.seq BETWEEN r.lo AND r.hi) = r.n THEN r.seqs ELSE "
+           "ARRAY[r.lo] END) AS seq FROM runs r WHERE r.head = r.lo UNION ALL SELECT c.seq FROM "
+           "cand c WHERE c.key = '') " +
+           lease_set;
+  };
+  claim_ordered = ordered_claim("h.free");
+  // ClaimOrder::strict (docs/postgres.md, "Strict key order"): as ordered, and a key with a
+  // dead letter is not claimed at all until it is retried or discarded (one probe of the dead
+  // letters' key index per keyed candidate). A nack to dead in the same pipeline is seen.
+  claim_strict =
+      ordered_claim("(h.free AND NOT EXISTS (SELECT 1 FROM " + n.dead + " d WHERE d.key = t.key))");
   ack = "DELETE FROM " + t +
         " t WHERE t.seq = ANY($2::bigint[]) AND t.lease_owner = $1 AND "
         "t.state = 1" +
