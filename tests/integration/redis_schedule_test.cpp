@@ -1,7 +1,8 @@
 // Scheduled delivery on the Redis store, the parts beyond the conformance cases
 // (tests/conformance/store_schedule_test.cpp): an event's deliver_at is carried back out by
 // list() and dead() (so `outpost events list|show` print it), and the B.."v3:at" entry that keeps
-// it (docs/redis.md) goes with the event, on Redis and on Redis Cluster.
+// it (docs/redis.md) goes with the event, on Redis and on Redis Cluster. Then strict key order
+// (ClaimOrder::strict) and dead_retention on Redis (namespace keypolicy below).
 
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/url.h"
@@ -116,6 +118,105 @@ TEST(RedisSchedule, ListAndDeadCarryDeliverAtAndItLeavesWithTheEvent) {
     EXPECT_EQ(zcard(url, at_key), 1) << "a discarded event left its entry";
   }
 }
+
+namespace keypolicy {
+
+std::vector<std::string> urls() {
+  std::vector<std::string> out;
+  for (const char* var : {"OUTPOST_TEST_REDIS_URL", "OUTPOST_TEST_REDIS_CLUSTER_URL"}) {
+    if (auto u = testing::env(var))
+      out.push_back(*u + (u->find('?') == std::string::npos ? "?" : "&") +
+                    "prefix=" + testing::unique_name("kp"));
+    else if (testing::require_all_endpoints())
+      ADD_FAILURE() << var << " not set";
+  }
+  return out;
+}
+
+std::vector<EventId> ids(const ClaimedBatch& b) {
+  std::vector<EventId> out;
+  for (const auto& e : b.events) out.push_back(e.id);
+  return out;
+}
+
+TEST(RedisKeyPolicy, StrictHoldsTheKeyBehindItsDeadLetterAlsoForLaterEmits) {
+  auto all = urls();
+  if (all.empty()) GTEST_SKIP() << "no Redis server (OUTPOST_TEST_REDIS_URL)";
+  for (const auto& url : all) {
+    SCOPED_TRACE(url);
+    auto store = open_redis_store(url, {});
+    Event e1 = Event::make("t", "{}", "k"), e2 = Event::make("t", "{}", "k");
+    store->append(std::vector<Event>{e1, e2});
+    auto b = store->claim(1, 30s, ClaimOrder::strict);
+    ASSERT_EQ(ids(b), std::vector<EventId>{e1.id});
+    ASSERT_EQ(store->nack(b, std::vector<Nack>{{e1.id, "boom", std::nullopt}}), 1u);
+    EXPECT_TRUE(store->claim(10, 30s, ClaimOrder::strict).empty()) << "e2 passed a dead head";
+    Event e3 = Event::make("t", "{}", "k");  // emitted after e1 died
+    store->append(std::vector<Event>{e3});
+    EXPECT_TRUE(store->claim(10, 30s, ClaimOrder::strict).empty()) << "e3 passed a dead head";
+    // Retried: delivered before the later events of its key.
+    ASSERT_EQ(store->retry(std::vector<EventId>{e1.id}), 1u);
+    auto r = store->claim(10, 30s, ClaimOrder::strict);
+    ASSERT_EQ(ids(r), (std::vector<EventId>{e1.id, e2.id, e3.id}));
+    EXPECT_EQ(store->ack(r, ids(r)), 3u);
+    // Discarded: the key goes on.
+    Event e4 = Event::make("t", "{}", "k"), e5 = Event::make("t", "{}", "k");
+    store->append(std::vector<Event>{e4, e5});
+    auto d = store->claim(1, 30s, ClaimOrder::strict);
+    ASSERT_EQ(ids(d), std::vector<EventId>{e4.id});
+    ASSERT_EQ(store->nack(d, std::vector<Nack>{{e4.id, "boom", std::nullopt}}), 1u);
+    EXPECT_TRUE(store->claim(10, 30s, ClaimOrder::strict).empty());
+    ASSERT_EQ(store->discard(std::vector<EventId>{e4.id}), 1u);
+    auto rest = store->claim(10, 30s, ClaimOrder::strict);
+    EXPECT_EQ(ids(rest), std::vector<EventId>{e5.id});
+    store->ack(rest, ids(rest));
+    // A key's only event dies, then the key gets a new one: it waits too.
+    Event f1 = Event::make("t", "{}", "j");
+    store->append(std::vector<Event>{f1});
+    auto f = store->claim(10, 30s, ClaimOrder::strict);
+    ASSERT_EQ(ids(f), std::vector<EventId>{f1.id});
+    ASSERT_EQ(store->nack(f, std::vector<Nack>{{f1.id, "boom", std::nullopt}}), 1u);
+    Event f2 = Event::make("t", "{}", "j");
+    store->append(std::vector<Event>{f2});
+    EXPECT_TRUE(store->claim(10, 30s, ClaimOrder::strict).empty()) << "f2 passed a dead head";
+    auto unordered = store->claim(10, 30s, ClaimOrder::ordered);
+    EXPECT_EQ(ids(unordered), std::vector<EventId>{f2.id}) << "ordered mode goes on past it";
+  }
+}
+
+TEST(RedisKeyPolicy, DeadRetentionRemovesOldDeadLettersOnAck) {
+  auto all = urls();
+  if (all.empty()) GTEST_SKIP() << "no Redis server (OUTPOST_TEST_REDIS_URL)";
+  for (const auto& url : all) {
+    SCOPED_TRACE(url);
+    StoreOptions o;
+    o.dead_retention = Duration(200);
+    auto store = open_redis_store(url, o);
+    Event dead = Event::make("t", "{}", "a");
+    store->append(std::vector<Event>{dead});
+    auto b = store->claim(10, 30s);
+    ASSERT_EQ(store->nack(b, std::vector<Nack>{{dead.id, "boom", std::nullopt}}), 1u);
+    Event ok = Event::make("t", "{}", "b");
+    store->append(std::vector<Event>{ok});
+    auto c = store->claim(10, 30s);
+    store->ack(c, ids(c));
+    EXPECT_EQ(store->dead(10).size(), 1u) << "a young dead letter stays";
+    bool gone = false;
+    for (auto deadline = std::chrono::steady_clock::now() + 30s;
+         !gone && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(100ms);
+      Event more = Event::make("t", "{}", "b");
+      store->append(std::vector<Event>{more});
+      auto m = store->claim(10, 30s);
+      store->ack(m, ids(m));
+      gone = store->dead(10).empty();
+    }
+    EXPECT_TRUE(gone) << "the dead letter outlived dead_retention";
+    EXPECT_EQ(store->stats().dead, 0);
+  }
+}
+
+}  // namespace keypolicy
 
 }  // namespace
 }  // namespace outpost

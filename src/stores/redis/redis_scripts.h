@@ -29,6 +29,7 @@
 //                      of layout 3 on the same prefix must still parse "own"
 //   B.."v3:pending"    zset id -> due time (ms, server clock)
 //   B.."v3:leased"     zset id -> lease expiry (ms)
+//   B.."v3:died"       zset id -> when it was dead-lettered (ms): dead_retention trims by it
 //   B.."v3:at"         zset id -> deliver_at (ms) of a scheduled event while live or dead (no
 //                      entry = not scheduled; its pending score is the due time that holds it):
 //                      list shows it, stats counts the ones still ahead as scheduled
@@ -36,7 +37,8 @@
 //                      claim returns)
 //   B.."v3:dead"       zset id -> seq
 //   B.."v3:archive"    zset id -> ack time (ms); B.."v3:archived" hash id -> body (archiving on)
-//   B.."v3:tail"       hash key -> "<id> <seq>" of the key's last appended undelivered event
+//   B.."v3:tail"       hash key -> "<id> <seq>" of the key's last appended undelivered (or
+//                      dead: strict order holds the key behind it) event
 //                      (ordered mode: each event links to its predecessor of the same key, and
 //                      is claimable once that one is no longer live (acked, dead, discarded) or
 //                      is taken by the same claim; links, unlike a zset per key, cost no command

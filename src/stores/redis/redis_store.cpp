@@ -149,7 +149,6 @@ class RedisStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
-    refuse_strict(order);
     ClaimedBatch batch;
     if (max == 0) return batch;
     ClaimArgs c = claim_args(batch, max, lease, order);
@@ -166,12 +165,11 @@ class RedisStore final : public Store {
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
     counts = {};
-    refuse_strict(order);
     if (max == 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
     ClaimedBatch batch;
     ClaimArgs c = claim_args(batch, max, lease, order);
     const std::string fence = std::to_string(done.lease.fence);
-    const std::string retention = std::to_string(options_.archive_retention.count());
+    const std::string retention = retention_arg();
     const std::string n_acks = std::to_string(settlement.acks.size());
     const std::string n_nacks = std::to_string(settlement.nacks.size());
     const std::string n_releases = std::to_string(settlement.releases.size());
@@ -229,7 +227,7 @@ class RedisStore final : public Store {
     if (ids.empty()) return 0;
     std::vector<std::string> owned = ack_strings(batch, ids);
     const std::string fence = std::to_string(batch.lease.fence);
-    const std::string retention = std::to_string(options_.archive_retention.count());
+    const std::string retention = retention_arg();
     const std::string n_ids = std::to_string(ids.size());
     std::vector<std::string_view> argv{
         base_, fence, batch.lease.owner, options_.archive ? "1" : "0", retention, n_ids};
@@ -283,6 +281,7 @@ class RedisStore final : public Store {
     s.leased = reply_int(r->element[1]);
     s.dead = reply_int(r->element[2]);
     s.archived = reply_int(r->element[3]);
+    if (r->elements >= 8) s.scheduled = reply_int(r->element[7]);
     Event oldest;
     if (unpack_body(str(r->element[6]), oldest)) {
       std::int64_t now_us = to_int(str(r->element[4])) * 1'000'000 + to_int(str(r->element[5]));
@@ -334,19 +333,24 @@ class RedisStore final : public Store {
     std::string max, lease, ordered, scan, writer_ms;
   };
 
-  // Arguments of the claim function; sets the new batch's lease owner.
-  // ClaimOrder::strict (on_dead=hold) is not implemented here yet: refused before anything runs.
-  static void refuse_strict(ClaimOrder order) {
-    if (order == ClaimOrder::strict)
-      throw ConfigError("on_dead=hold is not supported on this store yet", "redis");
+  // The ack's retention argument (ack_fn.lua): "<archive_retention_ms>[,<dead_retention_ms>]".
+  std::string retention_arg() const {
+    std::string r = std::to_string(options_.archive_retention.count());
+    if (options_.dead_retention.count() > 0)
+      r += "," + std::to_string(options_.dead_retention.count());
+    return r;
   }
+
+  // Arguments of the claim function; sets the new batch's lease owner.
 
   ClaimArgs claim_args(ClaimedBatch& batch, std::size_t max, Duration lease, ClaimOrder order) {
     std::call_once(durability_checked_, [this] { warn_about_durability(); });
     batch.lease.owner = token_.empty() ? instance_owner_ : token_;
     batch.lease.owner += "#" + std::to_string(++claims_);
     return {std::to_string(max), std::to_string(std::max<std::int64_t>(1, lease.count())),
-            order == ClaimOrder::ordered ? "1" : "0",
+            order == ClaimOrder::strict    ? "2"
+            : order == ClaimOrder::ordered ? "1"
+                                           : "0",
             std::to_string(std::max<std::size_t>(1000, max * 20)), writer_ms_while_alive(lease)};
   }
 

@@ -1,10 +1,15 @@
--- ack(fence, owner, archive, retention_ms, A, i0, n_ids, k0, n_keys): acks the ids A[i0 ..
+-- ack(fence, owner, archive, retention, A, i0, n_ids, k0, n_keys): acks the ids A[i0 ..
 -- i0 + n_ids - 1] still leased by `owner`; A[k0 .. k0 + n_keys - 1] are the distinct keys of the
 -- acked events as claimed (whose tails may name one of them), or the one entry "?" (unknown:
 -- read from the bodies). Indices into ARGV, so the settle script passes its arguments uncopied.
+-- retention: "<archive_retention_ms>" or "<archive_retention_ms>,<dead_retention_ms>" (0 = keep
+-- forever): each ack also removes up to 1,000 archived events and dead letters older than that.
 -- Returns count or -1 when fenced off (the writer lease changed hands since the claim).
-local function ack(fence, owner, archive, retention, A, i0, n_ids, k0, n_keys)
+local function ack(fence, owner, archive, retention_arg, A, i0, n_ids, k0, n_keys)
 if not fence_ok(fence) then return -1 end
+local comma = string.find(retention_arg, ',', 1, true)
+local retention = tonumber(comma and string.sub(retention_arg, 1, comma - 1) or retention_arg) or 0
+local dead_retention = comma and tonumber(string.sub(retention_arg, comma + 1)) or 0
 local own = B .. 'v3:own'
 local now = 0
 if archive then now = now_ms() end
@@ -73,6 +78,12 @@ if archive then
     bulk('HDEL', B .. 'v3:archived', old)
     bulk('ZREM', B .. 'v3:archive', old)
   end
+end
+-- Dead letters dead for longer than dead_retention (only those that died since B.."v3:died"
+-- exists: docs/redis.md).
+if dead_retention > 0 and redis.call('EXISTS', B .. 'v3:died') == 1 then
+  local cut = now_ms() - dead_retention
+  delete_dead(redis.call('ZRANGEBYSCORE', B .. 'v3:died', '-inf', cut, 'LIMIT', 0, 1000))
 end
 bulk('HDEL', B .. 'v3:body', done)
 bulk('HDEL', B .. 'v3:link', done)

@@ -1,4 +1,5 @@
--- claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, ordered (1/0),
+-- claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, order (0
+-- unordered, 1 ordered, 2 strict: a dead letter holds its key's later events back too),
 -- owner, scan_limit, writer_lease_ms.
 -- Returns {fence, hint_ms, id, body, seq, attempts, crashes, ...}.
 -- fence -1: the writer lease is held by another Store (hint = its remaining ms).
@@ -7,7 +8,7 @@
 -- (see "tail" in redis_scripts.h). Every read and write of a batch's events is one bulk command.
 local function claim(A)
 local token, max, lease = A[2], tonumber(A[3]), tonumber(A[4])
-local ordered, owner, scan_limit = A[5] == '1', A[6], tonumber(A[7])
+local ordered, strict, owner, scan_limit = A[5] ~= '0', A[5] == '2', A[6], tonumber(A[7])
 local writer_ms = tonumber(A[8])
 local now = now_ms()
 local pending, leased = B .. 'v3:pending', B .. 'v3:leased'
@@ -75,8 +76,14 @@ local function take_chain(id, pid, pseq)
   local room = max - #picked - 1
   while not taken[pid] do
     local s = redis.call('ZSCORE', B .. 'v3:live', pid)
-    if not s or tonumber(s) ~= pseq then break end  -- delivered or dead: the chain ends
-    if blocked[pid] or #chain >= room or not due(pid) then
+    local dead_head = false
+    if not s or tonumber(s) ~= pseq then  -- delivered or dead: the chain ends
+      if not strict then break end
+      local d = redis.call('ZSCORE', B .. 'v3:dead', pid)
+      if not d or tonumber(d) ~= pseq then break end
+      dead_head = true  -- strict: the key waits behind its dead letter
+    end
+    if dead_head or blocked[pid] or #chain >= room or not due(pid) then
       blocked[id] = true
       for _, c in ipairs(chain) do blocked[c] = true end
       return
@@ -105,7 +112,11 @@ local function take_window(w)
       if not taken[pid] then ask[#ask + 1] = pid end
     end
   end
-  local scores, is_due = {}, {}
+  local scores, is_due, dead = {}, {}, {}
+  if strict and #ask > 0 then
+    local d = mget_all('ZMSCORE', B .. 'v3:dead', ask)
+    for j, pid in ipairs(ask) do dead[pid] = d[j] end
+  end
   if #ask > 0 then
     local r = mget_all('ZMSCORE', B .. 'v3:live', ask)
     local alive = {}
@@ -128,6 +139,8 @@ local function take_window(w)
     if #picked >= max then return end
     local l = pl[j]
     if taken[id] or blocked[id] then  -- taken with a chain above, or behind a blocked one
+    elseif l and not taken[l[1]] and dead[l[1]] and tonumber(dead[l[1]]) == l[2] then
+      blocked[id] = true  -- strict: its predecessor is a dead letter
     elseif not l or taken[l[1]] or not scores[l[1]] or tonumber(scores[l[1]]) ~= l[2] then
       take(id)
     elseif blocked[l[1]] or not is_due[l[1]] then
@@ -181,6 +194,7 @@ if #picked > 0 then
       redis.call('ZADD', B .. 'v3:dead', seqs[j] or 0, id)
       redis.call('HSET', B .. 'v3:error', id, 'the event has no body in ' .. B .. 'v3:body')
       redis.call('HSET', B .. 'v3:dead_at', id, dead_at)
+      redis.call('ZADD', B .. 'v3:died', now, id)
     end
     picked = kept
     if #picked == 0 then

@@ -13,9 +13,10 @@ for i = 4, #A, 3 do
   if w == owner then
     if retry < 0 then
       local seq = redis.call('ZSCORE', B .. 'v3:live', id) or '0'
-      unlink_event(id, body_key(redis.call('HGET', B .. 'v3:body', id)))
+      unlink_event(id)
       redis.call('ZADD', B .. 'v3:dead', seq, id)
       redis.call('HSET', B .. 'v3:dead_at', id, dead_at)
+      redis.call('ZADD', B .. 'v3:died', now, id)  -- for dead_retention
     else
       redis.call('ZREM', B .. 'v3:leased', id)
       redis.call('ZADD', B .. 'v3:pending', now + retry, id)

@@ -95,9 +95,29 @@ local function dead_targets()
   for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
   return ids
 end
-local function unlink_event(id, key)
+-- Takes a dying event out of the live structures. Its key's tail may keep naming it: a later
+-- event of the key then links to the dead letter, which holds it back in strict order
+-- (ClaimOrder::strict) and not otherwise; discard (and dead_retention) drop that tail.
+local function unlink_event(id)
   -- Usually leased; back in pending only after a lease recovery.
   if redis.call('ZREM', B .. 'v3:leased', id) == 0 then redis.call('ZREM', B .. 'v3:pending', id) end
   redis.call('ZREM', B .. 'v3:live', id)
-  if key and key ~= '' then drop_tails({key}, {{[id] = true}}) end
+end
+-- Deletes dead letters (discard, dead_retention): every trace of each, and its key's tail when
+-- that names it. Returns how many were dead.
+local function delete_dead(ids)
+  local n = 0
+  for _, id in ipairs(ids) do
+    if redis.call('ZREM', B .. 'v3:dead', id) == 1 then
+      local key = body_key(redis.call('HGET', B .. 'v3:body', id))
+      if key and key ~= '' then drop_tails({key}, {{[id] = true}}) end
+      for _, h in ipairs({'v3:body', 'v3:own', 'v3:link', 'v3:error', 'v3:dead_at', 'v3:crashes'}) do
+        redis.call('HDEL', B .. h, id)
+      end
+      redis.call('ZREM', B .. 'v3:at', id)
+      redis.call('ZREM', B .. 'v3:died', id)
+      n = n + 1
+    end
+  end
+  return n
 end

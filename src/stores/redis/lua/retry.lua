@@ -20,6 +20,7 @@ for _, id in ipairs(ids) do
     redis.call('HDEL', B .. 'v3:own', id)  -- attempts 0
     redis.call('HDEL', B .. 'v3:crashes', id)  -- crashes 0
     redis.call('HDEL', B .. 'v3:dead_at', id)
+    redis.call('ZREM', B .. 'v3:died', id)
     n = n + 1
   end
 end

@@ -14,7 +14,7 @@ local nn, nr = tonumber(ARGV[8]), tonumber(ARGV[9])
 local i = 17
 local counts = {0, 0, 0}
 if na > 0 then
-  counts[1] = ack(fence, owner, ARGV[4] == '1', tonumber(ARGV[5]), ARGV, i, na, i + na, nk)
+  counts[1] = ack(fence, owner, ARGV[4] == '1', ARGV[5], ARGV, i, na, i + na, nk)
 end
 i = i + na + nk
 if nn > 0 then
