@@ -362,7 +362,19 @@ class MemoryStore final : public Store {
     return 1;
   }
 
+  // Retention of the archive and of the dead letters (StoreOptions), applied on ack.
   void prune_archive() {
+    if (options_.dead_retention.count() > 0) {
+      TimePoint cutoff = now() - options_.dead_retention;
+      for (auto it = dead_.begin(); it != dead_.end();) {
+        if (it->second.dead_at < cutoff) {
+          dead_by_id_.erase(it->second.id);
+          it = dead_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     if (options_.archive_retention.count() == 0) return;
     TimePoint cutoff = now() - options_.archive_retention;
     while (!archive_.empty() && archive_.front().second < cutoff) archive_.pop_front();

@@ -49,10 +49,15 @@ std::size_t ack_in_txn(Conn& c, const SqlText& sql, const ClaimedBatch& batch, c
     sqlite3_bind_int64(db, 2, p.last);
     run(c.db(), db, "acking events");
   }
-  if (p.prune) {
+  if (p.prune && options.archive && options.archive_retention.count() > 0) {
     Use pr(c.prepare(sql.prune));
     sqlite3_bind_int64(pr, 1, options.archive_retention.count());
     run(c.db(), pr, "pruning the archive");
+  }
+  if (p.prune && options.dead_retention.count() > 0) {
+    Use pr(c.prepare(sql.prune_dead));
+    sqlite3_bind_int64(pr, 1, options.dead_retention.count());
+    run(c.db(), pr, "pruning the dead letters");
   }
   return n;
 }

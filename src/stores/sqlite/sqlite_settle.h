@@ -23,7 +23,7 @@ struct AckPlan {
   std::int64_t first = 0, last = 0;
   bool whole = false;  // the whole batch: its rows are the lease owner's rows in [first, last]
   std::string list;    // JSON seqs when not whole
-  bool prune = false;  // prune the archive in this transaction
+  bool prune = false;  // apply archive_retention and dead_retention in this transaction
 };
 
 // Deletes (or archives) the planned events still leased by the batch; returns how many.

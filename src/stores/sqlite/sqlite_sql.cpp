@@ -47,6 +47,8 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
                       ", acked_at) SELECT " + full + ", " + now + " FROM " + joined +
                       " WHERE s.lease_owner = ?1 AND s.seq BETWEEN ?2 AND ?3";
   prune = "DELETE FROM " + t + "_archive WHERE acked_at < " + now + " - ?1";
+  // Dead-letter retention (StoreOptions::dead_retention): dead_at is Unix ms like acked_at.
+  prune_dead = "DELETE FROM " + t + "_dead WHERE dead_at < " + now + " - ?1";
   nack_retry = "UPDATE " + t + " SET lease_owner = NULL, lease_until = 0, due_at = " + now +
                " + ?1, last_error = ?2 WHERE seq = ?3 AND lease_owner = ?4";
   nack_dead = "INSERT OR REPLACE INTO " + t + "_dead (" + kEventColumns +
@@ -62,8 +64,11 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
           " + ?1 WHERE lease_owner = ?2 AND seq IN (SELECT value FROM json_each(?3))";
   renew_lost = "SELECT count(*) FROM " + t +
                " WHERE lease_owner IS NOT NULL AND lease_owner <> ?1 AND " + in_list;
+  // Scheduled (StoreStats::scheduled): never tried, not leased, due later (deliver_at).
   stats = "SELECT count(*), coalesce(sum(lease_owner IS NOT NULL AND lease_until > " + now +
-          "), 0), (SELECT min(occurred_at) FROM " + body + "), " + now + " FROM " + t;
+          "), 0), (SELECT min(occurred_at) FROM " + body + "), " + now +
+          ", coalesce(sum(attempts = 0 AND lease_owner IS NULL AND due_at > " + now +
+          "), 0) FROM " + t;
   count_dead = "SELECT count(*) FROM " + t + "_dead";
   count_archive = "SELECT count(*) FROM " + t + "_archive";
   list = "SELECT " + full + ", " + (crashes ? "s.crashes" : "0") + " FROM " + joined +

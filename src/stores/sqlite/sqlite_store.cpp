@@ -221,7 +221,8 @@ class SqliteStore final : public Store {
         if (step_row(c.db(), s, "reading stats")) {
           std::int64_t total = sqlite3_column_int64(s, 0);
           st.leased = sqlite3_column_int64(s, 1);
-          st.pending = total - st.leased;
+          st.scheduled = sqlite3_column_int64(s, 4);
+          st.pending = total - st.leased - st.scheduled;
           if (total > 0 && sqlite3_column_type(s, 2) != SQLITE_NULL) {
             std::int64_t oldest_us = sqlite3_column_int64(s, 2);
             std::int64_t now_us = sqlite3_column_int64(s, 3) * 1000;
@@ -502,7 +503,9 @@ class SqliteStore final : public Store {
     // in [first, last] are exactly the batch; a range scan beats parsing a JSON list.
     p.whole = p.seqs.size() == batch.events.size();
     if (!p.whole) p.list = json_seqs(p.seqs);
-    if (options_.store.archive && options_.store.archive_retention.count() > 0) {
+    // Retention (archive, dead letters) rides on acks, at most once a second.
+    if ((options_.store.archive && options_.store.archive_retention.count() > 0) ||
+        options_.store.dead_retention.count() > 0) {
       auto t = SteadyClock::now();
       std::lock_guard l(prune_mu_);
       if (t >= next_prune_) {
