@@ -294,6 +294,9 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
                                       relay_settings());  // the flags of `outpost relay`
   if (auto e = backoff_key_error(p.backoff_base_ms, p.backoff_max_ms); !e.empty())
     fail(at(file, backoff_value(table)) + context, e);
+  if (auto e = limits::on_dead_error(p.unordered, p.on_dead, "key 'on_dead'", "unordered = true");
+      !e.empty())
+    fail(at(file, table.as_table().at("on_dead")) + context, e);
   const Value& store = table.as_table().at("store");
   const Value& sink = table.as_table().at("sink");
   check_scheme(r.where(store, "store"), p.store, "store", store_schemes());

@@ -54,6 +54,7 @@ struct PipelineConfig {
   std::int64_t deliver_timeout_ms = 0;
   std::int64_t drain_timeout_ms = 0;
   bool unordered = false;
+  std::string on_dead = "continue";  // continue | hold (ClaimOrder::strict)
   bool until_empty = false;
   bool quiet = false;
   int line = 0;  // where the [[relay]] table starts, for messages

@@ -490,6 +490,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
         try {
           auto s = p.store->stats();
           j["pending"] = s.pending;
+          j["scheduled"] = s.scheduled;
           j["leased"] = s.leased;
           j["dead"] = s.dead;
           j["oldest_pending_age_s"] = double(s.oldest_pending_age.count()) / 1000.0;

@@ -88,6 +88,7 @@ int run_stats(Store& store, bool json) {
   StoreStats s = store.stats();
   if (json) {
     nlohmann::json j{{"pending", s.pending},
+                     {"scheduled", s.scheduled},
                      {"leased", s.leased},
                      {"dead", s.dead},
                      {"archived", s.archived},
@@ -95,6 +96,7 @@ int run_stats(Store& store, bool json) {
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "pending                " << s.pending << "\n"
+              << "scheduled              " << s.scheduled << "\n"
               << "leased                 " << s.leased << "\n"
               << "dead                   " << s.dead << "\n"
               << "archived               " << s.archived << "\n"

@@ -274,6 +274,9 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
   }
   add_gauge(t, ss, "outpost_store_pending", "Undelivered events not leased (the backlog).",
             [](const StoreStats& s) { return double(s.pending); });
+  add_gauge(t, ss, "outpost_store_scheduled",
+            "Events held until their deliver_at (not in pending until then).",
+            [](const StoreStats& s) { return double(s.scheduled); });
   add_gauge(t, ss, "outpost_store_leased", "Events under a live lease.",
             [](const StoreStats& s) { return double(s.leased); });
   add_gauge(t, ss, "outpost_store_dead", "Dead letters.",

@@ -23,6 +23,15 @@ inline std::string backoff_order_error(std::int64_t base_ms, std::int64_t max_ms
          std::to_string(base_ms) + ")";
 }
 
+// on_dead = hold keeps a key's order behind its dead letter: it needs per-key order.
+inline std::string on_dead_error(bool unordered, const std::string& on_dead,
+                                 const std::string& on_dead_name,
+                                 const std::string& unordered_name) {
+  if (!unordered || on_dead != "hold") return {};
+  return on_dead_name + " hold keeps each key's order behind its dead letter: it cannot go with " +
+         unordered_name;
+}
+
 // Text an operator's terminal shows (a consumer group's name, an event type): no control
 // character (C0, DEL). Empty when it is fine, else what is wrong.
 inline std::string control_error(std::string_view text) {

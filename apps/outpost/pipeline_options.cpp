@@ -13,7 +13,9 @@ RelayOptions relay_options(const PipelineConfig& c) {
   o.backoff_base = Duration(c.backoff_base_ms);
   o.backoff_max = Duration(c.backoff_max_ms);
   o.max_crashes = c.max_crashes;
-  o.order = c.unordered ? ClaimOrder::unordered : ClaimOrder::ordered;
+  o.order = c.unordered           ? ClaimOrder::unordered
+            : c.on_dead == "hold" ? ClaimOrder::strict
+                                  : ClaimOrder::ordered;
   o.until_empty = c.until_empty;
   o.deliver_timeout = Duration(c.deliver_timeout_ms);
   o.drain_timeout = Duration(c.drain_timeout_ms);

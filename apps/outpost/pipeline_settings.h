@@ -76,6 +76,10 @@ inline const std::vector<Setting<PipelineConfig>>& relay_settings() {
        "one sink timeout)",
        &C::drain_timeout_ms, 0, limits::kMaxMs},
       {"unordered", "No per-key order (higher throughput)", &C::unordered},
+      {"on_dead",
+       "A dead letter's key: continue (its later events flow on) or hold (they wait until it "
+       "is retried, then delivered first, or discarded)",
+       &C::on_dead, 0, 0, false, "", "continue|hold"},
       {"until_empty", "Exit when nothing is pending or leased", &C::until_empty},
       {"quiet", "Do not print delivery errors", &C::quiet},
   };

@@ -35,6 +35,9 @@ int run_relay(RelayArgs a, const std::string& log_format) {
                                            "--backoff-max-ms");
       !e.empty())
     throw ConfigError(e);
+  if (auto e = limits::on_dead_error(a.unordered, a.on_dead, "--on-dead", "--unordered");
+      !e.empty())
+    throw ConfigError(e);
   // Usage errors before anything is opened: a bad flag or URL must leave no SQLite file or
   // PostgreSQL table behind (the host checks both URLs, then opens the sink and the store last).
   if (!a.metrics.empty()) resolve_listen_address(a.metrics, "--metrics");

@@ -255,7 +255,8 @@ bool Relay::Impl::wait_when_idle() {
   auto failure = failure_of([&] {
     if (options.until_empty) {
       StoreStats s = store.stats();
-      if ((empty = s.pending + s.leased == 0)) return;
+      // Scheduled events are still to deliver: they keep it running (docs/cli.md).
+      if ((empty = s.pending + s.scheduled + s.leased == 0)) return;
     }
     // A store whose wait keeps returning at once while nothing is claimable (e.g. a due
     // event held back behind a leased one of its key) must not make this loop spin.

@@ -27,7 +27,7 @@ struct KeyHash {
 bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t owner,
                   std::int64_t now, std::size_t max, Duration lease, ClaimOrder order,
                   bool may_stop_early) {
-  const bool ordered = order == ClaimOrder::ordered;
+  const bool ordered = order != ClaimOrder::unordered;
   const std::size_t capped = std::min<std::size_t>(max, 1 << 24);
   const std::size_t window = kScanWindow + capped + capped / 2;
 
@@ -47,6 +47,12 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
   bool skip_inside = false;      // ... and another row was picked after it
   bool truncated = false;
   std::size_t scanned = 0;
+  if (order == ClaimOrder::strict) {  // keys with a dead letter wait (store.h, ClaimOrder)
+    Use d(c.prepare(sql.dead_keys));
+    while (step_row(c.db(), d, "reading dead keys"))
+      blocked.emplace(reinterpret_cast<const char*>(sqlite3_column_text(d, 0)),
+                      static_cast<std::size_t>(sqlite3_column_bytes(d, 0)));
+  }
   {
     Use s(c.prepare(sql.scan));
     while (step_row(c.db(), s, "claiming events")) {

@@ -70,6 +70,8 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
           ", coalesce(sum(attempts = 0 AND lease_owner IS NULL AND due_at > " + now +
           "), 0) FROM " + t;
   count_dead = "SELECT count(*) FROM " + t + "_dead";
+  // ClaimOrder::strict: a key with a dead letter waits until it is retried or discarded.
+  dead_keys = "SELECT DISTINCT key FROM " + t + "_dead WHERE key <> ''";
   count_archive = "SELECT count(*) FROM " + t + "_archive";
   list = "SELECT " + full + ", " + (crashes ? "s.crashes" : "0") + " FROM " + joined +
          " ORDER BY s.seq LIMIT ?1";

@@ -25,7 +25,8 @@ struct SqlText {
 
   std::string table;
   std::string ack, ack_archive, ack_archive_range, ack_range, bodies, bodies_range, claim_one;
-  std::string claim_range, count_archive, count_dead, delete_bodies_range, delete_body_seq;
+  std::string claim_range, count_archive, count_dead, dead_keys, delete_bodies_range,
+      delete_body_seq;
   std::string delete_dead_one, delete_orphan_bodies, delete_revived, delete_seq, discard_all;
   std::string find_bodies, find_dead, insert_body_full, insert_state_full, list, list_archive;
   std::string list_dead;

@@ -520,8 +520,6 @@ class SqliteStore final : public Store {
   // wait_for_work() notices any commit after it.
   void claim_in_txn(Conn& c, ClaimedBatch& batch, std::size_t max, Duration lease,
                     ClaimOrder order) {
-    if (order == ClaimOrder::strict)
-      throw ConfigError("on_dead=hold is not supported on this store yet", "sqlite");
     claim_dv_ = data_version(c);
     {
       std::lock_guard l(shared_->mu);
