@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -346,24 +347,31 @@ TEST_P(EventsCliTest, ShowFindsAnArchivedEvent) {
 TEST_P(EventsCliTest, EmitDelayHoldsTheEventAndItsKeyUntilDue) {
   const auto start = std::chrono::steady_clock::now();
   auto r = run_cli({"emit", "--store", store_, "--type", "reminder.due", "--key", "k", "--payload",
-                    "{}", "--delay", "2s"});
+                    "{}", "--delay", "3s"});
   ASSERT_EQ(r.code, 0) << r.all();
+  const auto due = start + 3s;  // at the latest: emit computed it after `start`
   const std::string scheduled = r.out.substr(0, r.out.find('\n'));
   const std::string later = emit("t", "k");
   const std::string other = emit("t", "j");
   auto before = stats();
   EXPECT_EQ(before["scheduled"], 1) << before.dump();
   EXPECT_EQ(before["pending"], 2) << before.dump();
+  const auto relay_start = std::chrono::steady_clock::now();
   r = run_cli(
       {"relay", "--store", store_, "--sink", "file:" + (dir_ / "out.jsonl"), "--until-empty"});
   ASSERT_EQ(r.code, 0) << r.all();
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 1500ms)
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 2500ms)
       << "--until-empty ended before the scheduled event was due";
   auto got = event_ids_in(read_file(dir_ / "out.jsonl"));
   ASSERT_EQ(got.size(), 3u) << read_file(dir_ / "out.jsonl");
-  EXPECT_EQ(got[0], other) << "the other key's event waited for the scheduled one";
-  EXPECT_EQ(got[1], scheduled);
-  EXPECT_EQ(got[2], later) << "key k's later event went before its scheduled head";
+  // Key k: the scheduled head first, whenever the relay came.
+  auto at = [&](const std::string& id) { return std::find(got.begin(), got.end(), id); };
+  EXPECT_LT(at(scheduled), at(later)) << "key k's later event went before its scheduled head";
+  // The other key did not wait, when the relay started well before the due time (a loaded
+  // machine may start it later: then all three are due and seq order holds).
+  if (due - relay_start > 1s) {
+    EXPECT_EQ(got[0], other) << "the other key's event waited";
+  }
   r = run_cli({"emit", "--store", store_, "--type", "t", "--payload", "{}", "--delay", "soon"});
   EXPECT_EQ(r.code, 2) << r.all();
 }
