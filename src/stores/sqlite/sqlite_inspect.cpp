@@ -8,6 +8,33 @@
 
 namespace outpost::sqlite_store {
 
+StoreStats read_stats(Conn& c, const SqlText& sql) {
+  StoreStats st;
+  {
+    Use s(c.prepare(sql.stats));
+    if (step_row(c.db(), s, "reading stats")) {
+      std::int64_t total = sqlite3_column_int64(s, 0);
+      st.leased = sqlite3_column_int64(s, 1);
+      st.scheduled = sqlite3_column_int64(s, 4);
+      st.pending = total - st.leased - st.scheduled;
+      if (total > 0 && sqlite3_column_type(s, 2) != SQLITE_NULL) {
+        std::int64_t oldest_us = sqlite3_column_int64(s, 2);
+        std::int64_t now_us = sqlite3_column_int64(s, 3) * 1000;
+        st.oldest_pending_age = Duration(std::max<std::int64_t>(0, now_us - oldest_us) / 1000);
+      }
+    }
+  }
+  {
+    Use s(c.prepare(sql.count_dead));
+    if (step_row(c.db(), s, "counting dead events")) st.dead = sqlite3_column_int64(s, 0);
+  }
+  {
+    Use s(c.prepare(sql.count_archive));
+    if (step_row(c.db(), s, "counting archived events")) st.archived = sqlite3_column_int64(s, 0);
+  }
+  return st;
+}
+
 InspectSql::InspectSql(const std::string& t, bool crashes) {
   // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
   // live), lease_until (ms), crashes. A lease is live while lease_until is after the database's

@@ -1,6 +1,6 @@
 #pragma once
-// The SQLite store's read-only inspection (Store::blocked, Store::leased): the statements and
-// the decoding of their rows into EventState.
+// The SQLite store's read-only inspection (Store::stats, Store::blocked, Store::leased): the
+// statements and the decoding of their rows into EventState.
 
 #include <cstddef>
 #include <string>
@@ -17,6 +17,10 @@ struct InspectSql {
   std::string blocked;  // ?1 limit
   std::string leased;   // ?1 limit
 };
+
+// Store::stats: the counts and the oldest pending age, by SqlText's statements.
+struct SqlText;
+StoreStats read_stats(Conn& c, const SqlText& sql);
 
 // Runs one of InspectSql's statements on `c`.
 std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t limit);

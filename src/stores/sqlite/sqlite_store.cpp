@@ -214,33 +214,7 @@ class SqliteStore final : public Store {
   // --- inspection ---
 
   StoreStats stats() override {
-    return read([&](Conn& c) {
-      StoreStats st;
-      {
-        Use s(c.prepare(sql_.stats));
-        if (step_row(c.db(), s, "reading stats")) {
-          std::int64_t total = sqlite3_column_int64(s, 0);
-          st.leased = sqlite3_column_int64(s, 1);
-          st.scheduled = sqlite3_column_int64(s, 4);
-          st.pending = total - st.leased - st.scheduled;
-          if (total > 0 && sqlite3_column_type(s, 2) != SQLITE_NULL) {
-            std::int64_t oldest_us = sqlite3_column_int64(s, 2);
-            std::int64_t now_us = sqlite3_column_int64(s, 3) * 1000;
-            st.oldest_pending_age = Duration(std::max<std::int64_t>(0, now_us - oldest_us) / 1000);
-          }
-        }
-      }
-      {
-        Use s(c.prepare(sql_.count_dead));
-        if (step_row(c.db(), s, "counting dead events")) st.dead = sqlite3_column_int64(s, 0);
-      }
-      {
-        Use s(c.prepare(sql_.count_archive));
-        if (step_row(c.db(), s, "counting archived events"))
-          st.archived = sqlite3_column_int64(s, 0);
-      }
-      return st;
-    });
+    return read([&](Conn& c) { return read_stats(c, sql_); });
   }
 
   std::vector<StoredEvent> list(std::size_t limit) override {
