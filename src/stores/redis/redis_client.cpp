@@ -240,13 +240,13 @@ bool Client::resolve_from_cluster(const core::HostPort& seed, Unreachable& last)
   return false;
 }
 
-// Sentinel: the sentinel names the group's master, which must also say it is one (ROLE): just
-// after a failover a sentinel may still name the old master, now a replica.
-bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& last) {
-  const std::string at = "sentinel " + addr_of(sentinel);
-  Context ctx;
+// A connection for resolving (no SELECT) into `ctx`: a bad URL or a refused password goes to the
+// caller at once, any other failure is noted in `last` (false: try the next node).
+bool Client::connect_or_note(const core::HostPort& hp, const std::string& password, Context& ctx,
+                             Unreachable& last) {
   try {
-    ctx = connect_to(sentinel, options_.sentinel_password, false);
+    ctx = connect_to(hp, password, false);
+    return true;
   } catch (const ConfigError&) {
     throw;
   } catch (const PasswordRefused&) {
@@ -255,6 +255,14 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& 
     last = {e.what(), e.native_code()};
     return false;
   }
+}
+
+// Sentinel: the sentinel names the group's master, which must also say it is one (ROLE): just
+// after a failover a sentinel may still name the old master, now a replica.
+bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& last) {
+  const std::string at = "sentinel " + addr_of(sentinel);
+  Context ctx;
+  if (!connect_or_note(sentinel, options_.sentinel_password, ctx, last)) return false;
   const std::string& name = options_.sentinel_master;
   Reply r(static_cast<redisReply*>(
       redisCommand(ctx.get(), "SENTINEL get-master-addr-by-name %b", name.data(), name.size())));
@@ -274,16 +282,7 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& 
   hp.host = reply_string(r->element[0]);
   hp.port = static_cast<std::uint16_t>(reply_int(r->element[1]));
   Context node;
-  try {
-    node = connect_to(hp, options_.password, false);
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const PasswordRefused&) {
-    throw;
-  } catch (const Error& e) {
-    last = {e.what(), e.native_code()};
-    return false;
-  }
+  if (!connect_or_note(hp, options_.password, node, last)) return false;
   Reply role(static_cast<redisReply*>(redisCommand(node.get(), "ROLE")));
   if (!role || role->type != REDIS_REPLY_ARRAY || role->elements < 1 ||
       reply_string(role->element[0]) != "master") {

@@ -116,6 +116,8 @@ class Client {
   };
   bool resolve_from_cluster(const core::HostPort& seed, Unreachable& last);
   bool resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& last);
+  bool connect_or_note(const core::HostPort& hp, const std::string& password, Context& ctx,
+                       Unreachable& last);
   void set_master(std::string addr);
   void forget_master(const std::string& addr);  // re-resolve next time (maybe a failover)
 

@@ -22,6 +22,17 @@ std::string str(const redisReply* r) {
   return reply_string(r);
 }
 
+// The reply of a listing script (list.lua, inspect.lua: ARGV B, which, limit) when it is an
+// array; null for limit 0 or any other reply (nothing to show).
+Reply eval_listing(Client& client, const Script& script, std::string_view key,
+                   const std::string& base, std::string_view which, std::size_t limit) {
+  if (limit == 0) return nullptr;
+  const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
+  Reply r = client.eval(script, key, {base, which, limit_s});
+  if (r->type != REDIS_REPLY_ARRAY) return nullptr;
+  return r;
+}
+
 }  // namespace
 
 // Two plain reads (the archive's zset, then the bodies): an event that retention removed in
@@ -78,10 +89,8 @@ std::vector<DeadEvent> read_list(Client& client, const Script& script, std::stri
                                  const std::string& base, std::string_view which,
                                  std::size_t limit) {
   std::vector<DeadEvent> out;
-  if (limit == 0) return out;
-  const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
-  Reply r = client.eval(script, key, {base, which, limit_s});
-  if (r->type != REDIS_REPLY_ARRAY) return out;
+  Reply r = eval_listing(client, script, key, base, which, limit);
+  if (!r) return out;
   // id, body, seq, attempts, last_error, dead_at, crashes, deliver_at (list.lua)
   constexpr std::size_t kFields = 8;
   for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
@@ -104,10 +113,8 @@ std::vector<EventState> read_inspect(Client& client, const Script& script, std::
                                      const std::string& base, std::string_view which,
                                      std::size_t limit) {
   std::vector<EventState> out;
-  if (limit == 0) return out;
-  const std::string limit_s = std::to_string(std::min<std::size_t>(limit, 1'000'000'000));
-  Reply r = client.eval(script, key, {base, which, limit_s});
-  if (r->type != REDIS_REPLY_ARRAY) return out;
+  Reply r = eval_listing(client, script, key, base, which, limit);
+  if (!r) return out;
   auto ms = [](const std::string& v) { return TimePoint(std::chrono::milliseconds(to_int(v))); };
   // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until, crashes
   // (inspect.lua)
