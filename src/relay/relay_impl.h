@@ -160,6 +160,7 @@ struct Relay::Impl {
 
   // Idle: returns false when run() should return (until_empty and nothing left).
   bool wait_when_idle();
+  bool all_pending_held_by_dead_letters(const StoreStats& stats);
 
   void sequential_run();
 

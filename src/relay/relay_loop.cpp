@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
+#include <string>
 
 #include "guarded.h"
 #include "relay_impl.h"
@@ -249,6 +251,24 @@ void Relay::Impl::pipelined_run() {
   if (!delivering->claimed.empty()) give_back(*delivering);
 }
 
+// Under ClaimOrder::strict the events of a key behind a dead letter stay pending until an
+// operator retries or discards it, so "nothing left" for --until-empty means: every pending
+// event waits behind a dead letter of its key (docs/cli.md, relay --until-empty). Decided from
+// the store's own lists; when either is longer than we read, we keep running (never exit early).
+bool Relay::Impl::all_pending_held_by_dead_letters(const StoreStats& stats) {
+  constexpr std::size_t kMaxScan = 10000;
+  if (options.order != ClaimOrder::strict || stats.dead == 0 ||
+      stats.pending > std::int64_t{kMaxScan} || stats.dead > std::int64_t{kMaxScan})
+    return false;
+  std::set<std::string> dead_keys;
+  for (const auto& d : store.dead(kMaxScan))
+    if (!d.key.empty()) dead_keys.insert(d.key);
+  auto pending = store.list(kMaxScan);
+  if (pending.size() >= kMaxScan) return false;
+  return std::all_of(pending.begin(), pending.end(),
+                     [&](const StoredEvent& e) { return dead_keys.count(e.key) > 0; });
+}
+
 bool Relay::Impl::wait_when_idle() {
   if (stopping.load(std::memory_order_acquire)) return true;
   bool empty = false;
@@ -257,6 +277,7 @@ bool Relay::Impl::wait_when_idle() {
       StoreStats s = store.stats();
       // Scheduled events are still to deliver: they keep it running (docs/cli.md).
       if ((empty = s.pending + s.scheduled + s.leased == 0)) return;
+      if ((empty = s.scheduled + s.leased == 0 && all_pending_held_by_dead_letters(s))) return;
     }
     // A store whose wait keeps returning at once while nothing is claimable (e.g. a due
     // event held back behind a leased one of its key) must not make this loop spin.

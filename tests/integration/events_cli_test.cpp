@@ -406,6 +406,25 @@ TEST_P(EventsCliTest, OnDeadHoldKeepsAKeyBehindItsDeadLetterUntilRetried) {
   EXPECT_EQ(relay.wait(60s), 0) << read_file(dir_ / "relay.log");
 }
 
+// --until-empty with --on-dead hold ends once all that is left waits behind dead letters: those
+// events stay pending until an operator acts, so waiting for them would never end (it did).
+TEST_P(EventsCliTest, UntilEmptyWithOnDeadHoldEndsWhenOnlyHeldEventsAreLeft) {
+  const std::string head = emit("t", "k");
+  kill_pending("/unprocessable");
+  const std::string later = emit("t", "k");
+  const std::string other = emit("t", "j");
+  const std::string out = dir_ / "out.jsonl";
+  CliProcess relay(
+      {"relay", "--store", store_, "--sink", "file:" + out, "--on-dead", "hold", "--until-empty"},
+      dir_ / "relay.log");
+  const int code = relay.wait(60s);
+  if (code == -1) relay.signal(SIGKILL), relay.wait(10s);
+  EXPECT_EQ(code, 0) << "still running after 60 s: " << read_file(dir_ / "relay.log");
+  EXPECT_EQ(event_ids_in(read_file(out)), std::vector<std::string>{other});
+  EXPECT_EQ(stats().value("pending", -1), 1);
+  EXPECT_EQ(stats().value("dead", -1), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, EventsCliTest,
                          ::testing::Values(StoreKind{"sqlite", nullptr, ""},
                                            StoreKind{"postgresql", "OUTPOST_TEST_PG_URL", "table="},
