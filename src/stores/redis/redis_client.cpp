@@ -124,7 +124,8 @@ void throw_failure(const Failure& f) {
     // The scripts' own errors, wherever the server put them in the reply.
     for (auto [marker, ours] :
          {std::pair{std::string_view("OUTPOST_DUPLICATE"), ErrorCode::conflict},
-          std::pair{std::string_view("OUTPOST_LAYOUT"), ErrorCode::corrupt}}) {
+          std::pair{std::string_view("OUTPOST_LAYOUT"), ErrorCode::corrupt},
+          std::pair{std::string_view("OUTPOST_PARTITIONS"), ErrorCode::config}}) {
       auto at = err.find(marker);
       if (at != std::string::npos)
         throw Error(ours, backend, err.substr(std::min(err.size(), at + marker.size() + 1)),

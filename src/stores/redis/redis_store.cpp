@@ -19,6 +19,7 @@
 #include "stores/redis/redis_body.h"
 #include "stores/redis/redis_client.h"
 #include "stores/redis/redis_durability.h"
+#include "stores/redis/redis_partition.h"
 #include "stores/redis/redis_reads.h"
 #include "stores/redis/redis_scripts.h"
 #include "stores/redis/redis_url.h"
@@ -52,6 +53,8 @@ std::string str(const redisReply* r) {
   return reply_string(r);
 }
 
+}  // namespace
+
 std::string instance_token() {
   std::random_device rd;
   std::mt19937_64 rng((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^
@@ -60,6 +63,8 @@ std::string instance_token() {
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
   return std::string(buf) + "-" + std::to_string(::getpid());
 }
+
+namespace {
 
 struct Scripts {
   Script append{"append", with_prologue(kAppend), {}, {}};
@@ -81,15 +86,19 @@ struct Scripts {
   Script discard{"discard", with_prologue(kDiscard), {}, {}};
 };
 
-class RedisStore final : public Store {
+class RedisStore final : public PartitionStore {
  public:
-  // `writer_lease` zero: no writer lease (several relays claim at once).
+  // `writer_lease` zero: no writer lease (several relays claim at once). `token`, `owner_tag`:
+  // as open_partition's (redis_partition.h).
   RedisStore(ClientOptions client_options, std::string prefix, Duration writer_lease,
-             const StoreOptions& options)
+             const StoreOptions& options, std::string token = {}, std::string owner_tag = {})
       : options_(options),
         base_("{" + prefix + "}:"),
         key_(base_ + "pending"),
-        token_(writer_lease.count() > 0 ? instance_token() : std::string()),
+        token_(writer_lease.count() <= 0 ? std::string()
+               : token.empty()           ? instance_token()
+                                         : std::move(token)),
+        owner_tag_(std::move(owner_tag)),
         writer_lease_(writer_lease),
         client_(std::move(client_options)),
         wake_(client_, base_ + "wake") {}
@@ -102,7 +111,15 @@ class RedisStore final : public Store {
     heartbeat_cv_.notify_all();
     if (heartbeat_.joinable()) heartbeat_.join();
     // Compare-and-delete of the writer lease so a standby relay takes over at once.
-    if (token_.empty() || !held_.load()) return;
+    if (held_.load()) give_up_writer_lease();
+  }
+
+  bool holds_writer_lease() const override { return held_.load(); }
+  std::int64_t next_hint_ms() const override { return next_hint_ms_.load(); }
+
+  void give_up_writer_lease() override {
+    if (token_.empty()) return;
+    held_ = false;
     try {
       client_.eval(scripts_.unlock, key_, {base_, token_});
     } catch (const std::exception&) {  // best effort: the lease expires on its own
@@ -346,7 +363,7 @@ class RedisStore final : public Store {
   ClaimArgs claim_args(ClaimedBatch& batch, std::size_t max, Duration lease, ClaimOrder order) {
     std::call_once(durability_checked_, [this] { warn_about_durability(); });
     batch.lease.owner = token_.empty() ? instance_owner_ : token_;
-    batch.lease.owner += "#" + std::to_string(++claims_);
+    batch.lease.owner += "#" + owner_tag_ + std::to_string(++claims_);
     return {std::to_string(max), std::to_string(std::max<std::int64_t>(1, lease.count())),
             order == ClaimOrder::strict    ? "2"
             : order == ClaimOrder::ordered ? "1"
@@ -361,6 +378,7 @@ class RedisStore final : public Store {
     std::int64_t fence = reply_int(r->element[at]);
     std::int64_t hint = reply_int(r->element[at + 1]);
     if (fence < 0) {  // another relay holds the writer lease: stand by until it may expire
+      held_ = false;
       next_hint_ms_ = std::max<std::int64_t>(hint, 1);
       return;
     }
@@ -539,6 +557,7 @@ class RedisStore final : public Store {
   const std::string base_;       // "{prefix}:"
   const std::string key_;        // KEYS[1] of every script: routes to the slot of {prefix}
   const std::string token_;      // writer lease owner token ("" = writer lease off)
+  const std::string owner_tag_;  // after '#' in every claim's owner (redis_partition.h)
   const Duration writer_lease_;  // its length when the holder crashed (0 = writer lease off)
   const std::string instance_owner_ = instance_token();
   Client client_;
@@ -558,6 +577,15 @@ class RedisStore final : public Store {
 };
 
 }  // namespace
+
+std::unique_ptr<PartitionStore> open_partition(ClientOptions client, std::string prefix,
+                                               Duration writer_lease, const StoreOptions& options,
+                                               std::string token, std::string owner_tag) {
+  client.slot_key = "{" + prefix + "}";
+  return std::make_unique<RedisStore>(std::move(client), std::move(prefix), writer_lease, options,
+                                      std::move(token), std::move(owner_tag));
+}
+
 }  // namespace redis_store
 
 std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions& options) {
@@ -566,6 +594,7 @@ std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions
   if (c.archive) o.archive = *c.archive;
   if (c.archive_retention) o.archive_retention = *c.archive_retention;
   if (c.dead_retention) o.dead_retention = *c.dead_retention;
+  if (c.partitions > 1) return redis_store::open_partitioned(std::move(c), o);
   return std::make_unique<redis_store::RedisStore>(std::move(c.client), std::move(c.prefix),
                                                    c.writer_lease, o);
 }

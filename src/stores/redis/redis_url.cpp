@@ -85,6 +85,7 @@ StoreConfig parse_store_url(std::string_view url) {
   c.archive = u.bool_param("archive");
   c.archive_retention = core::duration_param(u, "archive_retention");
   c.dead_retention = core::duration_param(u, "dead_retention");
+  if (auto n = u.int_param("partitions", 1, 1024)) c.partitions = static_cast<int>(*n);
   u.reject_unknown();
   co.slot_key = "{" + c.prefix + "}";
   return c;

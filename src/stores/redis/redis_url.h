@@ -24,6 +24,8 @@ struct StoreConfig {
   std::optional<bool> archive;
   std::optional<Duration> archive_retention;
   std::optional<Duration> dead_retention;  // dead_retention=DURATION (StoreOptions)
+  // partitions=N, 1-1024 (docs/redis.md, Partitions): 1 is the unpartitioned layout.
+  int partitions = 1;
 };
 
 StoreConfig parse_store_url(std::string_view url);

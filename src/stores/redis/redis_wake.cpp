@@ -11,8 +11,8 @@
 
 namespace outpost::redis_store {
 
-WakeListener::WakeListener(Client& client, std::string channel)
-    : client_(client), channel_(std::move(channel)) {
+WakeListener::WakeListener(Client& client, std::string channel, bool pattern)
+    : client_(client), channel_(std::move(channel)), pattern_(pattern) {
   int fds[2];
   if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0)
     throw Error(ErrorCode::internal, "redis", "pipe2 failed");
@@ -71,8 +71,9 @@ bool WakeListener::listen_until(std::chrono::steady_clock::time_point deadline) 
     sub_.reset();
     try {
       sub_ = client_.connect_master(&sub_epoch_);
-      Reply r(static_cast<redisReply*>(
-          redisCommand(sub_.get(), "SUBSCRIBE %b", channel_.data(), channel_.size())));
+      Reply r(static_cast<redisReply*>(redisCommand(sub_.get(),
+                                                    pattern_ ? "PSUBSCRIBE %b" : "SUBSCRIBE %b",
+                                                    channel_.data(), channel_.size())));
       if (!r) throw_failure({"SUBSCRIBE", {}, sub_.get()});
     } catch (const Error&) {
       sub_.reset();

@@ -17,7 +17,8 @@ namespace outpost::redis_store {
 
 class WakeListener {
  public:
-  WakeListener(Client& client, std::string channel);
+  // `pattern`: `channel` is a PSUBSCRIBE pattern (the partitions' channels, redis_partition.h).
+  WakeListener(Client& client, std::string channel, bool pattern = false);
   ~WakeListener();
   WakeListener(const WakeListener&) = delete;
   WakeListener& operator=(const WakeListener&) = delete;
@@ -33,6 +34,7 @@ class WakeListener {
 
   Client& client_;
   const std::string channel_;
+  const bool pattern_;
   int wake_read_ = -1, wake_write_ = -1;  // interrupt() pipe
 
   std::mutex mu_;

@@ -7,8 +7,17 @@ end
 -- nil, or an error reply when the prefix still holds events of an older layout (its `live` or
 -- `dead` sorted set, names layout 3 does not use): this build must neither read them as its own
 -- nor let them wait unseen, so it refuses until the older build has delivered or discarded them.
+-- Also an error reply when the prefix is partitioned (its `partitions` key, set by the first
+-- Store opened with partitions=N): its events live in the partitions' key spaces, so this
+-- unpartitioned Store must not emit or claim beside them (docs/redis.md, Partitions).
 local function layout_error()
-  if redis.call('EXISTS', B .. 'live', B .. 'dead') == 0 then return nil end
+  if redis.call('EXISTS', B .. 'live', B .. 'dead', B .. 'partitions') == 0 then return nil end
+  local parts = redis.call('GET', B .. 'partitions')
+  if parts then
+    return redis.error_reply('OUTPOST_PARTITIONS the outbox ' .. B .. ' is partitioned (' ..
+      parts .. ' partitions): open it with the URL parameter partitions=' .. parts ..
+      ' (docs/redis.md, Partitions)')
+  end
   return redis.error_reply('OUTPOST_LAYOUT the outbox ' .. B .. ' holds events written by an ' ..
     'older outpost (layout 2; this build uses layout 3): let that build deliver or discard ' ..
     'them first (docs/redis.md, Layout)')

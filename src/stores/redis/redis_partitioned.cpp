@@ -1,0 +1,511 @@
+// The partitioned Redis store (redis_partition.h, docs/redis.md "Partitions"): N partitions, each
+// today's single-writer layout under its own hash tag {prefix:pK}, so each has its own writer
+// lease and fence and a Redis Cluster spreads them over its masters. The relays of one outbox
+// keep a membership record (members.lua) and each claims only from the partitions assigned to
+// it (partition K goes to the live member with index K mod members, members sorted by token),
+// taking a partition's writer lease once the previous owner gave it up (stop, or rebalance after
+// its open batches settled) or its lease expired (a crash): at most one owner per partition,
+// every settlement fenced as on an unpartitioned outbox, per-key order kept across moves.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/append_check.h"
+#include "stores/redis/redis_partition.h"
+#include "stores/redis/redis_scripts.h"
+#include "stores/redis/redis_wake.h"
+
+namespace outpost::redis_store {
+namespace {
+
+// A partition assigned to this relay that another relay still holds: asked again after this
+// long (that relay gives it up once its open batches settled).
+constexpr std::int64_t kRetryHeldMs = 250;
+
+std::int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The documented partition rule (docs/redis.md, Partitions): FNV-1a (32 bit) of the key's bytes
+// modulo the partition count.
+std::uint32_t fnv1a(std::string_view s) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+// The partition in a claim's owner (RedisStore: "<token>#p<K>.<n>"); -1 when none, as for a
+// batch combined from several partitions (PartitionedStore::combine, owner "*...").
+int partition_in(const std::string& owner, int partitions) {
+  if (!owner.empty() && owner[0] == '*') return -1;
+  const auto hash = owner.rfind('#');
+  if (hash == std::string::npos || hash + 1 >= owner.size() || owner[hash + 1] != 'p') return -1;
+  int p = 0;
+  std::size_t i = hash + 2;
+  for (; i < owner.size() && owner[i] >= '0' && owner[i] <= '9'; ++i) p = p * 10 + (owner[i] - '0');
+  if (i == hash + 2 || i >= owner.size() || owner[i] != '.' || p >= partitions) return -1;
+  return p;
+}
+
+template <typename T, typename Less>
+std::vector<T> merged(std::vector<T> all, std::size_t limit, Less less) {
+  std::stable_sort(all.begin(), all.end(), less);
+  if (all.size() > limit) all.resize(limit);
+  return all;
+}
+
+class PartitionedStore final : public Store {
+ public:
+  PartitionedStore(StoreConfig c, const StoreOptions& options)
+      : options_(options),
+        n_(c.partitions),
+        writer_lease_(c.writer_lease),
+        owning_(c.writer_lease.count() > 0),
+        base_("{" + c.prefix + "}:"),
+        key_(base_ + "partitions"),
+        token_(instance_token()),
+        meta_(c.client),
+        wake_(meta_, "{" + c.prefix + ":p*}:wake", /*pattern=*/true),
+        parts_(static_cast<std::size_t>(n_)) {
+    for (int p = 0; p < n_; ++p)
+      parts_[p].store = open_partition(c.client, c.prefix + ":p" + std::to_string(p), writer_lease_,
+                                       options, token_, "p" + std::to_string(p) + ".");
+  }
+
+  ~PartitionedStore() override {
+    {
+      std::lock_guard lock(beat_mu_);
+      stopping_ = true;
+    }
+    beat_cv_.notify_all();
+    if (beats_.joinable()) {
+      beats_.join();
+      try {  // leave at once: the others take this relay's partitions at their next beat
+        meta_.eval(members_script_, key_, {base_, token_, "0"});
+      } catch (const std::exception&) {  // best effort: the entry expires on its own
+      }
+    }
+    // parts_ go next: each gives up its writer lease (compare-and-delete).
+  }
+
+  std::string_view backend() const override { return "redis"; }
+
+  void append(std::span<const Event> events, TxHandle tx) override {
+    if (events.empty()) return;
+    ready();
+    // Events without a key go together to one partition per call, taken in turn.
+    const int empty_to = static_cast<int>(next_empty_.fetch_add(1) % static_cast<unsigned>(n_));
+    auto partition = [&](const Event& e) {
+      return e.key.empty() ? empty_to : static_cast<int>(fnv1a(e.key) % static_cast<unsigned>(n_));
+    };
+    const int first = partition(events.front());
+    if (std::all_of(events.begin(), events.end(),
+                    [&](const Event& e) { return partition(e) == first; })) {
+      parts_[first].store->append(events, tx);
+      return;
+    }
+    // Several partitions: checked whole first, so a bad event writes nothing anywhere (an
+    // append is atomic per partition, docs/redis.md).
+    std::vector<Event> prepared = core::prepare_for_append(events, options_, "redis");
+    std::vector<std::vector<Event>> groups(parts_.size());
+    for (auto& e : prepared) groups[partition(e)].push_back(std::move(e));
+    for (std::size_t p = 0; p < groups.size(); ++p)
+      if (!groups[p].empty()) parts_[p].store->append(groups[p], tx);
+  }
+
+  ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    return claim_from_owned(max, lease, order, -1);
+  }
+
+  ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                SettleCounts& counts, std::size_t max, Duration lease,
+                                ClaimOrder order) override {
+    const int p = partition_in(done.lease.owner, n_);
+    if (p < 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
+    settled(p, done.lease.owner);
+    // The settled partition's next batch comes in the same round trip while it is ours.
+    const bool take_here = max > 0 && claimable(p, steady_ms());
+    ClaimedBatch b = parts_[p].store->settle_and_claim(done, settlement, counts,
+                                                       take_here ? max : 0, lease, order);
+    if (!take_here || !took(p, b, lease)) b = {};
+    if (b.events.size() >= max) return b;
+    return claim_from_owned(max, lease, order, p, std::move(b));
+  }
+
+  std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    if (const int p = settled(batch); p >= 0) return parts_[p].store->ack(batch, ids);
+    return each_part(batch, ids, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
+      return s.ack(b, mine);
+    });
+  }
+  std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
+    if (const int p = settled(batch); p >= 0) return parts_[p].store->nack(batch, nacks);
+    return each_part(batch, nacks, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
+      return s.nack(b, mine);
+    });
+  }
+  std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
+    if (const int p = settled(batch); p >= 0) return parts_[p].store->release(batch, ids);
+    return each_part(batch, ids, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
+      return s.release(b, mine);
+    });
+  }
+  // A combined batch's lease holds while every part's does.
+  bool renew(const ClaimedBatch& batch, Duration lease) override {
+    if (const int p = partition_in(batch.lease.owner, n_); p >= 0)
+      return parts_[p].store->renew(batch, lease);
+    auto parts = split(batch);
+    bool all = !parts.empty();
+    for (auto& pb : parts) all = parts_[pb.p].store->renew(pb.batch, lease) && all;
+    return all;
+  }
+
+  StoreStats stats() override {
+    ready();
+    StoreStats s;
+    for (auto& part : parts_) {
+      StoreStats one = part.store->stats();
+      s.pending += one.pending;
+      s.scheduled += one.scheduled;
+      s.leased += one.leased;
+      s.dead += one.dead;
+      s.archived += one.archived;
+      s.oldest_pending_age = std::max(s.oldest_pending_age, one.oldest_pending_age);
+    }
+    return s;
+  }
+
+  // Across partitions in emit time (then each partition's sequence); seqs made unique as in
+  // claims (with_seqs).
+  std::vector<StoredEvent> list(std::size_t limit) override {
+    return merged(gather([&](PartitionStore& s) { return s.list(limit); }), limit, by_time);
+  }
+  std::vector<DeadEvent> dead(std::size_t limit) override {
+    return merged(gather([&](PartitionStore& s) { return s.dead(limit); }), limit, by_time);
+  }
+  std::vector<ArchivedEvent> archived(std::size_t limit) override {
+    return merged(gather([&](PartitionStore& s) { return s.archived(limit); }), limit,
+                  [](const ArchivedEvent& a, const ArchivedEvent& b) {
+                    return a.archived_at > b.archived_at;
+                  });
+  }
+  std::vector<EventState> blocked(std::size_t limit) override {
+    return merged(gather([&](PartitionStore& s) { return s.blocked(limit); }), limit, by_seq);
+  }
+  std::vector<EventState> leased(std::size_t limit) override {
+    return merged(gather([&](PartitionStore& s) { return s.leased(limit); }), limit, by_seq);
+  }
+
+  // An id does not name its partition: each asks every partition.
+  std::size_t retry(std::span<const EventId> ids) override {
+    return sum([&](PartitionStore& s) { return s.retry(ids); });
+  }
+  std::size_t retry_all() override {
+    return sum([](PartitionStore& s) { return s.retry_all(); });
+  }
+  std::size_t discard(std::span<const EventId> ids) override {
+    return sum([&](PartitionStore& s) { return s.discard(ids); });
+  }
+  std::size_t discard_all() override {
+    return sum([](PartitionStore& s) { return s.discard_all(); });
+  }
+
+  void wait_for_work(Duration max) override {
+    const std::int64_t now = steady_ms();
+    std::int64_t wait = max.count();
+    {
+      std::lock_guard lock(mu_);
+      for (int p = 0; p < n_; ++p) {
+        if (!assigned(p)) continue;
+        if (parts_[p].retry_at > now) wait = std::min(wait, parts_[p].retry_at - now);
+        if (auto h = parts_[p].store->next_hint_ms(); h >= 0) wait = std::min(wait, h);
+      }
+    }
+    if (wait > 0) wake_.wait(std::chrono::steady_clock::now() + std::chrono::milliseconds(wait));
+  }
+
+  void interrupt() override { wake_.interrupt(); }
+
+ private:
+  struct Part {
+    std::unique_ptr<PartitionStore> store;
+    // Guarded by mu_:
+    std::int64_t retry_at = 0;    // steady ms: another relay held it; not asked before then
+    std::int64_t open_until = 0;  // steady ms: our last claim's lease ends
+    std::set<std::string> open;   // owners of our claimed batches not settled yet
+  };
+
+  static bool by_time(const StoredEvent& a, const StoredEvent& b) {
+    return a.occurred_at != b.occurred_at ? a.occurred_at < b.occurred_at : a.seq < b.seq;
+  }
+  static bool by_seq(const EventState& a, const EventState& b) { return a.seq < b.seq; }
+
+  // A partition's own sequence K becomes K * partitions + partition: unique across the
+  // outbox and still increasing within each partition (a key's events are in one).
+  template <typename T>
+  void with_seqs(std::vector<T>& events, int p) const {
+    for (auto& e : events) e.seq = e.seq * n_ + p;
+  }
+
+  template <typename Read>
+  auto gather(Read read) -> decltype(read(std::declval<PartitionStore&>())) {
+    ready();
+    decltype(read(*parts_[0].store)) all;
+    for (int p = 0; p < n_; ++p) {
+      auto one = read(*parts_[p].store);
+      if constexpr (requires { one[0].seq; }) with_seqs(one, p);
+      std::move(one.begin(), one.end(), std::back_inserter(all));
+    }
+    return all;
+  }
+
+  template <typename Op>
+  std::size_t sum(Op op) {
+    ready();
+    std::size_t total = 0;
+    for (auto& part : parts_) total += op(*part.store);
+    return total;
+  }
+
+  // Once: the recorded partition count must be ours (partitions.lua records it when missing,
+  // unless opened read-only or existing). Throws until it succeeds.
+  void ready() {
+    if (ready_.load(std::memory_order_acquire)) return;
+    const std::string n = std::to_string(n_);
+    const bool create = options_.open == StoreOptions::Open::create;
+    const std::int64_t got =
+        reply_int(meta_.eval(partitions_script_, key_, {base_, n, create ? "1" : "0"}).get());
+    const std::string outbox = base_.substr(0, base_.size() - 1);
+    if (got < 0)
+      throw ConfigError("redis: the outbox " + outbox +
+                            " holds events of the unpartitioned layout: deliver or discard "
+                            "them with a URL without partitions before opening it with "
+                            "partitions=" +
+                            n + " (docs/redis.md, Partitions: upgrade)",
+                        "redis");
+    if (got > 0 && got != n_)
+      throw ConfigError("redis: the outbox " + outbox + " has " + std::to_string(got) +
+                            " partitions, the URL says partitions=" + n + ": use partitions=" +
+                            std::to_string(got) + " (docs/redis.md, Partitions)",
+                        "redis");
+    ready_.store(true, std::memory_order_release);
+  }
+
+  // Guarded by mu_. Without writer leases every relay claims from every partition.
+  bool assigned(int p) const { return !owning_ || p % members_ == index_; }
+  bool claimable(int p, std::int64_t now) {
+    std::lock_guard lock(mu_);
+    return assigned(p) && parts_[p].retry_at <= now;
+  }
+
+  // Fills the batch from the owned partitions in turn (round robin), one claim each, until it
+  // has `max` events; events of several partitions make one combined batch (combine).
+  ClaimedBatch claim_from_owned(std::size_t max, Duration lease, ClaimOrder order, int skip,
+                                ClaimedBatch first = {}) {
+    ready();
+    const std::int64_t now = steady_ms();
+    alive_until_ms_ = now + lease.count();
+    if (owning_) std::call_once(joined_, [this] { join(); });
+    if (max == 0) return first;
+    std::vector<int> candidates;
+    {
+      std::lock_guard lock(mu_);
+      for (int k = 0; k < n_; ++k) {
+        const int p = (cursor_ + k) % n_;
+        if (p != skip && assigned(p) && parts_[p].retry_at <= now) candidates.push_back(p);
+      }
+    }
+    std::vector<ClaimedBatch> got;
+    std::size_t n = first.events.size();
+    if (n > 0) got.push_back(std::move(first));
+    for (int p : candidates) {
+      if (n >= max) break;
+      ClaimedBatch b = parts_[p].store->claim(max - n, lease, order);
+      if (!took(p, b, lease)) continue;
+      n += b.events.size();
+      got.push_back(std::move(b));
+    }
+    if (got.empty()) return {};
+    if (got.size() == 1) return std::move(got.front());
+    return combine(got);
+  }
+
+  // One batch over several partitions: the events in (composed) seq order; the owner is
+  // kCombined then "<owner>|<fence>|" of each partition's claim, so every settlement and renew
+  // goes to each partition under that partition's own lease (split).
+  static constexpr char kCombined = '*';  // as partition_in's
+  static ClaimedBatch combine(std::vector<ClaimedBatch>& parts) {
+    ClaimedBatch out;
+    out.lease.owner = kCombined;
+    for (auto& b : parts) {
+      out.lease.owner += b.lease.owner + "|" + std::to_string(b.lease.fence) + "|";
+      std::move(b.events.begin(), b.events.end(), std::back_inserter(out.events));
+    }
+    std::sort(out.events.begin(), out.events.end(),
+              [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
+    return out;
+  }
+
+  // A combined batch's parts: {partition, the part's batch (its events and lease)}.
+  struct PartBatch {
+    int p;
+    ClaimedBatch batch;
+  };
+  std::vector<PartBatch> split(const ClaimedBatch& batch) const {
+    std::vector<PartBatch> out;
+    const std::string& o = batch.lease.owner;
+    if (o.empty() || o[0] != kCombined) return out;
+    for (std::size_t at = 1; at < o.size();) {
+      const auto bar = o.find('|', at), bar2 = o.find('|', bar + 1);
+      if (bar == std::string::npos || bar2 == std::string::npos) break;
+      PartBatch pb;
+      pb.batch.lease.owner = o.substr(at, bar - at);
+      pb.batch.lease.fence = std::stoll(o.substr(bar + 1, bar2 - bar - 1));
+      pb.p = partition_in(pb.batch.lease.owner, n_);
+      at = bar2 + 1;
+      if (pb.p < 0) continue;
+      for (const auto& e : batch.events)
+        if (static_cast<int>(e.seq % n_) == pb.p) pb.batch.events.push_back(e);
+      out.push_back(std::move(pb));
+    }
+    return out;
+  }
+
+  // Runs `op(partition, part batch, its ids)` for each partition of a combined batch, with the
+  // ids of `ids` that are among that part's events; sums the results.
+  template <typename Id, typename Op>
+  std::size_t each_part(const ClaimedBatch& batch, std::span<const Id> ids, Op op) {
+    std::size_t total = 0;
+    for (auto& pb : split(batch)) {
+      settled(pb.p, pb.batch.lease.owner);
+      std::vector<Id> mine;
+      for (const auto& id : ids)
+        for (const auto& e : pb.batch.events)
+          if (e.id == id_of(id)) {
+            mine.push_back(id);
+            break;
+          }
+      if (!mine.empty()) total += op(*parts_[pb.p].store, pb.batch, std::span<const Id>(mine));
+    }
+    return total;
+  }
+  static const EventId& id_of(const EventId& id) { return id; }
+  static const EventId& id_of(const Nack& n) { return n.id; }
+
+  // After a claim on partition p: a batch is noted as open (true), a partition another relay
+  // holds is asked again later.
+  bool took(int p, ClaimedBatch& b, Duration lease) {
+    const bool lost = owning_ && !parts_[p].store->holds_writer_lease();
+    std::lock_guard lock(mu_);
+    if (lost) {
+      parts_[p].retry_at = steady_ms() + std::min<std::int64_t>(
+                                             kRetryHeldMs, std::max<std::int64_t>(
+                                                               1, parts_[p].store->next_hint_ms()));
+      return false;
+    }
+    if (b.empty()) return false;
+    with_seqs(b.events, p);
+    parts_[p].open.insert(b.lease.owner);
+    parts_[p].open_until = steady_ms() + lease.count();
+    cursor_ = (p + 1) % n_;
+    return true;
+  }
+
+  int settled(const ClaimedBatch& batch) {
+    const int p = partition_in(batch.lease.owner, n_);
+    if (p >= 0) settled(p, batch.lease.owner);
+    return p;
+  }
+  void settled(int p, const std::string& owner) {
+    std::lock_guard lock(mu_);
+    parts_[p].open.erase(owner);
+  }
+
+  // The first claim: joins the membership and starts its heartbeat (every third of
+  // writer_lease_ms, while the relay keeps claiming within its event lease), which also gives
+  // back the partitions assigned elsewhere now.
+  void join() {
+    beat();
+    beats_ = std::thread([this] {
+      std::unique_lock lock(beat_mu_);
+      while (!beat_cv_.wait_for(lock, writer_lease_ / 3, [this] { return stopping_; })) {
+        // A relay that stopped claiming (hung) stops beating too: its entry expires and its
+        // partitions go to the others, as its writer leases do (redis_store.cpp).
+        if (steady_ms() > alive_until_ms_.load()) continue;
+        lock.unlock();
+        try {
+          beat();
+        } catch (const std::exception&) {  // the next beat tries again; claims report errors
+        }
+        lock.lock();
+      }
+    });
+  }
+
+  void beat() {
+    const std::string ms = std::to_string(writer_lease_.count());
+    Reply r = meta_.eval(members_script_, key_, {base_, token_, ms});
+    int members = 0, index = 0;
+    for (std::size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; ++i, ++members)
+      if (reply_string(r->element[i]) == token_) index = members;
+    std::vector<int> give_up;
+    {
+      std::lock_guard lock(mu_);
+      members_ = std::max(1, members);
+      index_ = index;
+      const std::int64_t now = steady_ms();
+      for (int p = 0; p < n_; ++p) {
+        Part& part = parts_[p];
+        // Moved elsewhere: given up once our batches of it settled (or their leases ended).
+        if (assigned(p) || !part.store->holds_writer_lease()) continue;
+        if (!part.open.empty() && now < part.open_until) continue;
+        part.open.clear();
+        give_up.push_back(p);
+      }
+    }
+    for (int p : give_up) parts_[p].store->give_up_writer_lease();
+  }
+
+  const StoreOptions options_;
+  const int n_;
+  const Duration writer_lease_;
+  const bool owning_;       // writer leases on: each partition has one owner
+  const std::string base_;  // "{prefix}:": the outbox's own key space (count, members)
+  const std::string key_;
+  const std::string token_;  // this relay's name in members and every partition's lease
+  Client meta_;
+  Script partitions_script_{"partitions", std::string(kPrologue) + kPartitions, {}, {}};
+  Script members_script_{"members", std::string(kPrologue) + kMembers, {}, {}};
+  WakeListener wake_;  // after meta_: uses it
+  std::vector<Part> parts_;
+  std::atomic<bool> ready_{false};
+  std::atomic<unsigned> next_empty_{0};
+  std::atomic<std::int64_t> alive_until_ms_{0};  // steady ms: last claim + its lease
+  std::once_flag joined_;
+  std::mutex mu_;
+  int members_ = 1;  // guarded by mu_: live members, this one's index among them
+  int index_ = 0;
+  int cursor_ = 0;  // guarded by mu_: where the next claim starts looking (round robin)
+  std::thread beats_;
+  std::mutex beat_mu_;
+  std::condition_variable beat_cv_;
+  bool stopping_ = false;  // guarded by beat_mu_
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_partitioned(StoreConfig config, const StoreOptions& options) {
+  return std::make_unique<PartitionedStore>(std::move(config), options);
+}
+
+}  // namespace outpost::redis_store

@@ -1,0 +1,280 @@
+// The partitioned Redis store (URL parameter partitions=N, docs/redis.md "Partitions") against a
+// real redis-server (OUTPOST_TEST_REDIS_URL): several Store objects (relays) claim at once, each
+// from its own partitions, with per-key order and no loss while relays join, stop and are
+// abandoned (a crash: its leases expire); the recorded partition count refuses a URL that
+// disagrees and an unpartitioned URL; an outbox with unpartitioned events is not partitioned.
+// Timing: every wait is bounded and generous; nothing asserts a speed.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "outpost/error.h"
+#include "outpost/stores/redis.h"
+#include "store_cases.h"
+
+namespace outpost {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+std::string outbox_url(const std::string& extra) {
+  auto url = testing::env("OUTPOST_TEST_REDIS_URL");
+  if (!url) return {};
+  return *url + "?prefix=" + testing::unique_name("part_") + extra;
+}
+
+#define REQUIRE_REDIS(url)                                                            \
+  if ((url).empty()) {                                                                \
+    if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set"; \
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";                                 \
+  }
+
+Event make(const std::string& key, int n) {
+  Event e;
+  e.type = "t";
+  e.key = key;
+  e.payload = std::to_string(n);
+  return e;
+}
+
+// Every relay acks into it: per key, the payloads in the order they were acked.
+struct Ledger {
+  std::mutex mu;
+  std::map<std::string, std::vector<int>> by_key;
+  int acked = 0;
+};
+
+// One relay: its own Store object claiming, acking, on its own thread until stopped.
+class Relay {
+ public:
+  Relay(std::unique_ptr<Store> store, Ledger& ledger) : store_(std::move(store)) {
+    thread_ = std::thread([this, &ledger] {
+      while (!stop_) {
+        try {
+          ClaimedBatch b = store_->claim(20, 3s);
+          if (abandon_) return;  // a crash: a batch in hand stays leased until its lease ends
+          if (b.empty()) {
+            std::this_thread::sleep_for(5ms);
+            continue;
+          }
+          std::vector<EventId> ids;
+          for (const auto& e : b.events) ids.push_back(e.id);
+          std::lock_guard lock(ledger.mu);
+          // Recorded before the ack (a later claim of the key needs it acked first).
+          for (const auto& e : b.events) ledger.by_key[e.key].push_back(std::stoi(e.payload));
+          ledger.acked += static_cast<int>(store_->ack(b, ids));
+          claimed_ += static_cast<int>(b.events.size());
+        } catch (const std::exception& e) {
+          std::lock_guard lock(ledger.mu);
+          errors_ += e.what();
+        }
+      }
+    });
+  }
+  ~Relay() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // Stops the thread; `crash`: a batch it claims next is left unsettled, and the caller keeps
+  // the Store open (its leases expire rather than being given up).
+  std::unique_ptr<Store> stop(bool crash = false) {
+    abandon_ = crash;
+    if (!crash) stop_ = true;
+    thread_.join();
+    return std::move(store_);
+  }
+  int claimed() const { return claimed_; }
+  const std::string& errors() const { return errors_; }
+
+ private:
+  std::unique_ptr<Store> store_;
+  std::atomic<bool> stop_{false}, abandon_{false};
+  std::atomic<int> claimed_{0};
+  std::string errors_;
+  std::thread thread_;
+};
+
+// Waits until every one of `total` events was acked (bounded).
+bool all_acked(Ledger& ledger, int total, std::chrono::seconds within) {
+  const auto deadline = SteadyClock::now() + within;
+  while (SteadyClock::now() < deadline) {
+    {
+      std::lock_guard lock(ledger.mu);
+      if (ledger.acked >= total) return true;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+void expect_in_order_once(Ledger& ledger, int keys, int per_key) {
+  std::lock_guard lock(ledger.mu);
+  ASSERT_EQ(ledger.by_key.size(), static_cast<std::size_t>(keys));
+  for (auto& [key, seen] : ledger.by_key) {
+    std::vector<int> expected;
+    for (int i = 0; i < per_key; ++i) expected.push_back(i);
+    // A crashed relay's batch comes again (at least once): keep each payload's last delivery.
+    std::vector<int> last;
+    for (int v : seen) {
+      while (!last.empty() && last.back() >= v) last.pop_back();
+      last.push_back(v);
+    }
+    EXPECT_EQ(last, expected) << "key " << key;
+    for (std::size_t i = 1; i < seen.size(); ++i)
+      EXPECT_TRUE(seen[i] == seen[i - 1] + 1 || seen[i] <= seen[i - 1])
+          << "key " << key << " skipped ahead after " << seen[i - 1];
+  }
+}
+
+TEST(RedisPartitions, ABadPartitionCountIsAConfigErrorBeforeConnecting) {
+  for (const char* bad : {"0", "1025", "x"}) {
+    try {  // nothing listens on port 1: only the URL check can answer
+      open_redis_store(std::string("redis://127.0.0.1:1?partitions=") + bad);
+      ADD_FAILURE() << "partitions=" << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("partitions"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(RedisPartitions, SeveralRelaysShareTheWorkInKeyOrderAndLoseNothing) {
+  const std::string url = outbox_url("&partitions=8&writer_lease_ms=600");
+  REQUIRE_REDIS(url);
+  Ledger ledger;
+  auto emitter = open_redis_store(url);
+  constexpr int kKeys = 40, kPerKey = 25;
+  for (int i = 0; i < kPerKey; ++i) {
+    std::vector<Event> events;
+    for (int k = 0; k < kKeys; ++k) events.push_back(make("key" + std::to_string(k), i));
+    emitter->append(events);
+  }
+  std::vector<std::unique_ptr<Relay>> relays;
+  for (int r = 0; r < 3; ++r)
+    relays.push_back(std::make_unique<Relay>(open_redis_store(url), ledger));
+  ASSERT_TRUE(all_acked(ledger, kKeys * kPerKey, 60s));
+  int busy = 0;
+  for (auto& r : relays) {
+    busy += r->claimed() > 0;
+    r->stop();
+    EXPECT_EQ(r->errors(), "");
+  }
+  EXPECT_GE(busy, 2) << "one relay did all the work: partitions were not shared";
+  expect_in_order_once(ledger, kKeys, kPerKey);
+  EXPECT_EQ(emitter->stats().pending, 0);
+}
+
+TEST(RedisPartitions, RelaysJoiningStoppingAndCrashingKeepKeyOrderAndLoseNothing) {
+  const std::string url = outbox_url("&partitions=6&writer_lease_ms=500");
+  REQUIRE_REDIS(url);
+  Ledger ledger;
+  auto emitter = open_redis_store(url);
+  constexpr int kKeys = 12, kRounds = 12;
+  std::vector<std::unique_ptr<Relay>> relays;
+  std::vector<std::unique_ptr<Store>> crashed;  // never closed: their leases must expire
+  relays.push_back(std::make_unique<Relay>(open_redis_store(url), ledger));
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<Event> events;
+    for (int k = 0; k < kKeys; ++k) events.push_back(make("k" + std::to_string(k), round));
+    emitter->append(events);
+    if (round % 4 == 1) relays.push_back(std::make_unique<Relay>(open_redis_store(url), ledger));
+    if (round == 5) crashed.push_back(relays.front()->stop(/*crash=*/true));
+    if (round == 5) relays.erase(relays.begin());
+    if (round == 8 && relays.size() > 1) {
+      relays.back()->stop();  // a clean stop: gives its partitions up at once
+      relays.pop_back();
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  if (relays.empty()) relays.push_back(std::make_unique<Relay>(open_redis_store(url), ledger));
+  ASSERT_TRUE(all_acked(ledger, kKeys * kRounds, 90s));
+  for (auto& r : relays) {
+    r->stop();
+    EXPECT_EQ(r->errors(), "");
+  }
+  expect_in_order_once(ledger, kKeys, kRounds);
+  EXPECT_EQ(emitter->stats().pending, 0);
+  EXPECT_EQ(emitter->stats().leased, 0);
+}
+
+TEST(RedisPartitions, TheRecordedCountRefusesAnotherOneAndTheUnpartitionedLayout) {
+  const std::string base = outbox_url("");
+  REQUIRE_REDIS(base);
+  auto four = open_redis_store(base + "&partitions=4");
+  four->append(std::vector<Event>{make("a", 1)});
+  try {
+    open_redis_store(base + "&partitions=8")->append(std::vector<Event>{make("a", 2)});
+    ADD_FAILURE() << "partitions=8 on an outbox of 4 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
+    EXPECT_NE(std::string(e.what()).find("partitions=4"), std::string::npos) << e.what();
+  }
+  try {
+    open_redis_store(base)->claim(10, 5s);
+    ADD_FAILURE() << "an unpartitioned URL claimed from a partitioned outbox";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
+    EXPECT_NE(std::string(e.what()).find("partitions=4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(four->stats().pending, 1);
+}
+
+TEST(RedisPartitions, AnOutboxWithUnpartitionedEventsIsNotPartitionedUntilDrained) {
+  const std::string base = outbox_url("");
+  REQUIRE_REDIS(base);
+  auto old = open_redis_store(base);
+  old->append(std::vector<Event>{make("a", 1)});
+  try {
+    open_redis_store(base + "&partitions=4")->append(std::vector<Event>{make("a", 2)});
+    ADD_FAILURE() << "partitioned beside unpartitioned events";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
+  }
+  ClaimedBatch b = old->claim(10, 5s);
+  ASSERT_EQ(b.events.size(), 1u);
+  std::vector<EventId> ids{b.events[0].id};
+  ASSERT_EQ(old->ack(b, ids), 1u);
+  old.reset();
+  auto now_partitioned = open_redis_store(base + "&partitions=4");
+  now_partitioned->append(std::vector<Event>{make("a", 2)});
+  EXPECT_EQ(now_partitioned->stats().pending, 1);
+}
+
+TEST(RedisPartitions, AStoppedRelayHandsItsPartitionsOverAtOnce) {
+  // writer_lease_ms far longer than the wait below: only the stop's hand-over can explain it.
+  const std::string url = outbox_url("&partitions=4&writer_lease_ms=60000");
+  REQUIRE_REDIS(url);
+  auto first = open_redis_store(url);
+  auto second = open_redis_store(url);
+  std::vector<Event> events;
+  for (int k = 0; k < 16; ++k) events.push_back(make("k" + std::to_string(k), 0));
+  first->append(events);
+  ClaimedBatch b = first->claim(100, 5s);  // joins alone: owns every partition
+  ASSERT_EQ(b.events.size(), 16u);
+  std::vector<EventId> ids;
+  for (const auto& e : b.events) ids.push_back(e.id);
+  ASSERT_EQ(first->ack(b, ids), 16u);
+  first->append(std::vector<Event>{make("k1", 1), make("k2", 1), make("k3", 1), make("k4", 1)});
+  first.reset();  // stops: leaves the members and gives every partition up
+  std::size_t got = 0;
+  const auto deadline = SteadyClock::now() + 20s;
+  while (got < 4 && SteadyClock::now() < deadline) {
+    ClaimedBatch c = second->claim(100, 5s);
+    std::vector<EventId> cids;
+    for (const auto& e : c.events) cids.push_back(e.id);
+    got += second->ack(c, cids);
+    if (got < 4) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(got, 4u) << "the stopped relay's partitions were not handed over";
+}
+
+}  // namespace
+}  // namespace outpost
