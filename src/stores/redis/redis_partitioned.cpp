@@ -25,7 +25,11 @@ namespace {
 
 // A partition assigned to this relay that another relay still holds: asked again after this
 // long (that relay gives it up once its open batches settled).
-constexpr std::int64_t kRetryHeldMs = 250;
+constexpr std::int64_t kRetryHeldMs = 100;
+// The membership beat: at most this long apart (and at most a third of writer_lease_ms), so a
+// joining or stopping relay moves partitions within a fraction of a second; a beat is one small
+// script on the outbox's own slot.
+constexpr Duration kMaxBeat{200};
 
 std::int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -132,9 +136,10 @@ class PartitionedStore final : public Store {
                                 ClaimOrder order) override {
     const int p = partition_in(done.lease.owner, n_);
     if (p < 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
-    settled(p, done.lease.owner);
     // The settled partition's next batch comes in the same round trip while it is ours.
-    const bool take_here = max > 0 && claimable(p, steady_ms());
+    const bool take_here = max > 0 && enter(p, steady_ms());
+    if (!take_here) enter(p);
+    Leave leave{*this, p, done.lease.owner};
     ClaimedBatch b = parts_[p].store->settle_and_claim(done, settlement, counts,
                                                        take_here ? max : 0, lease, order);
     if (!take_here || !took(p, b, lease)) b = {};
@@ -143,19 +148,28 @@ class PartitionedStore final : public Store {
   }
 
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
-    if (const int p = settled(batch); p >= 0) return parts_[p].store->ack(batch, ids);
+    if (const int p = settling(batch); p >= 0) {
+      Leave leave{*this, p, batch.lease.owner};
+      return parts_[p].store->ack(batch, ids);
+    }
     return each_part(batch, ids, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
       return s.ack(b, mine);
     });
   }
   std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
-    if (const int p = settled(batch); p >= 0) return parts_[p].store->nack(batch, nacks);
+    if (const int p = settling(batch); p >= 0) {
+      Leave leave{*this, p, batch.lease.owner};
+      return parts_[p].store->nack(batch, nacks);
+    }
     return each_part(batch, nacks, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
       return s.nack(b, mine);
     });
   }
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
-    if (const int p = settled(batch); p >= 0) return parts_[p].store->release(batch, ids);
+    if (const int p = settling(batch); p >= 0) {
+      Leave leave{*this, p, batch.lease.owner};
+      return parts_[p].store->release(batch, ids);
+    }
     return each_part(batch, ids, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
       return s.release(b, mine);
     });
@@ -243,6 +257,7 @@ class PartitionedStore final : public Store {
     std::int64_t retry_at = 0;    // steady ms: another relay held it; not asked before then
     std::int64_t open_until = 0;  // steady ms: our last claim's lease ends
     std::set<std::string> open;   // owners of our claimed batches not settled yet
+    int busy = 0;                 // calls on it under way (enter, Leave)
   };
 
   static bool by_time(const StoredEvent& a, const StoredEvent& b) {
@@ -303,10 +318,29 @@ class PartitionedStore final : public Store {
 
   // Guarded by mu_. Without writer leases every relay claims from every partition.
   bool assigned(int p) const { return !owning_ || p % members_ == index_; }
-  bool claimable(int p, std::int64_t now) {
+  // A call on partition p starts: while any runs the beat gives p up to no other relay (a
+  // Leave ends it). With `now`: a claim, only on a partition assigned to this relay and not
+  // held by another as last seen (false: not started).
+  bool enter(int p, std::int64_t now) {
     std::lock_guard lock(mu_);
-    return assigned(p) && parts_[p].retry_at <= now;
+    if (!assigned(p) || parts_[p].retry_at > now) return false;
+    ++parts_[p].busy;
+    return true;
   }
+  void enter(int p) {
+    std::lock_guard lock(mu_);
+    ++parts_[p].busy;
+  }
+  struct Leave {
+    PartitionedStore& s;
+    int p;
+    std::string settles;  // the owner of a batch this call settled (no longer open), or ""
+    ~Leave() {
+      std::lock_guard lock(s.mu_);
+      --s.parts_[p].busy;
+      if (!settles.empty()) s.parts_[p].open.erase(settles);
+    }
+  };
 
   // Fills the batch from the owned partitions in turn (round robin), one claim each, until it
   // has `max` events; events of several partitions make one combined batch (combine).
@@ -330,6 +364,8 @@ class PartitionedStore final : public Store {
     if (n > 0) got.push_back(std::move(first));
     for (int p : candidates) {
       if (n >= max) break;
+      if (!enter(p, now)) continue;
+      Leave leave{*this, p, {}};
       ClaimedBatch b = parts_[p].store->claim(max - n, lease, order);
       if (!took(p, b, lease)) continue;
       n += b.events.size();
@@ -387,7 +423,8 @@ class PartitionedStore final : public Store {
   std::size_t each_part(const ClaimedBatch& batch, std::span<const Id> ids, Op op) {
     std::size_t total = 0;
     for (auto& pb : split(batch)) {
-      settled(pb.p, pb.batch.lease.owner);
+      enter(pb.p);
+      Leave leave{*this, pb.p, pb.batch.lease.owner};
       std::vector<Id> mine;
       for (const auto& id : ids)
         for (const auto& e : pb.batch.events)
@@ -421,24 +458,23 @@ class PartitionedStore final : public Store {
     return true;
   }
 
-  int settled(const ClaimedBatch& batch) {
+  // The partition of a batch of one partition, entered for its settlement (a Leave ends it);
+  // -1 for a combined batch.
+  int settling(const ClaimedBatch& batch) {
     const int p = partition_in(batch.lease.owner, n_);
-    if (p >= 0) settled(p, batch.lease.owner);
+    if (p >= 0) enter(p);
     return p;
-  }
-  void settled(int p, const std::string& owner) {
-    std::lock_guard lock(mu_);
-    parts_[p].open.erase(owner);
   }
 
   // The first claim: joins the membership and starts its heartbeat (every third of
-  // writer_lease_ms, while the relay keeps claiming within its event lease), which also gives
-  // back the partitions assigned elsewhere now.
+  // writer_lease_ms or kMaxBeat, while the relay keeps claiming within its event lease), which also
+  // gives back the partitions assigned elsewhere now.
   void join() {
     beat();
     beats_ = std::thread([this] {
       std::unique_lock lock(beat_mu_);
-      while (!beat_cv_.wait_for(lock, writer_lease_ / 3, [this] { return stopping_; })) {
+      while (!beat_cv_.wait_for(lock, std::min(writer_lease_ / 3, kMaxBeat),
+                                [this] { return stopping_; })) {
         // A relay that stopped claiming (hung) stops beating too: its entry expires and its
         // partitions go to the others, as its writer leases do (redis_store.cpp).
         if (steady_ms() > alive_until_ms_.load()) continue;
@@ -467,7 +503,7 @@ class PartitionedStore final : public Store {
       for (int p = 0; p < n_; ++p) {
         Part& part = parts_[p];
         // Moved elsewhere: given up once our batches of it settled (or their leases ended).
-        if (assigned(p) || !part.store->holds_writer_lease()) continue;
+        if (assigned(p) || part.busy > 0 || !part.store->holds_writer_lease()) continue;
         if (!part.open.empty() && now < part.open_until) continue;
         part.open.clear();
         give_up.push_back(p);
