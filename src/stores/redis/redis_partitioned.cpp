@@ -128,23 +128,55 @@ class PartitionedStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
-    return claim_from_owned(max, lease, order, -1);
+    return claim_from_owned(max, lease, order);
   }
 
+  // Each partition of `done` settles its part and claims its next events in one round trip
+  // while it is ours (a combined batch: one per partition); the rest of the batch comes from the
+  // other owned partitions. Throws: any part may or may not be settled (store.h).
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
-    const int p = partition_in(done.lease.owner, n_);
-    if (p < 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
-    // The settled partition's next batch comes in the same round trip while it is ours.
-    const bool take_here = max > 0 && enter(p, steady_ms());
-    if (!take_here) enter(p);
-    Leave leave{*this, p, done.lease.owner};
-    ClaimedBatch b = parts_[p].store->settle_and_claim(done, settlement, counts,
-                                                       take_here ? max : 0, lease, order);
-    if (!take_here || !took(p, b, lease)) b = {};
-    if (b.events.size() >= max) return b;
-    return claim_from_owned(max, lease, order, p, std::move(b));
+    counts = {};
+    std::vector<PartBatch> parts = split(done);
+    const bool whole = parts.empty();
+    if (whole) {
+      const int p = partition_in(done.lease.owner, n_);
+      if (p < 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
+      parts.push_back({p, {}});
+    }
+    std::vector<ClaimedBatch> got;
+    std::vector<int> asked;
+    std::size_t n = 0;
+    for (auto& pb : parts) {
+      const ClaimedBatch& part = whole ? done : pb.batch;
+      std::vector<EventId> acks, releases;
+      std::vector<Nack> nacks;
+      if (!whole) {
+        for (const auto& id : settlement.acks)
+          if (in(part, id)) acks.push_back(id);
+        for (const auto& nk : settlement.nacks)
+          if (in(part, nk.id)) nacks.push_back(nk);
+        for (const auto& id : settlement.releases)
+          if (in(part, id)) releases.push_back(id);
+      }
+      const Settlement mine = whole ? settlement : Settlement{acks, nacks, releases};
+      const bool take_here = n < max && enter(pb.p, steady_ms());
+      if (!take_here) enter(pb.p);
+      Leave leave{*this, pb.p, part.lease.owner};
+      SettleCounts c;
+      ClaimedBatch b = parts_[pb.p].store->settle_and_claim(part, mine, c, take_here ? max - n : 0,
+                                                            lease, order);
+      counts.acked += c.acked;
+      counts.nacked += c.nacked;
+      counts.released += c.released;
+      asked.push_back(pb.p);
+      if (take_here && took(pb.p, b, lease)) {
+        n += b.events.size();
+        got.push_back(std::move(b));
+      }
+    }
+    return claim_from_owned(max, lease, order, std::move(got), std::move(asked));
   }
 
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
@@ -344,24 +376,24 @@ class PartitionedStore final : public Store {
 
   // Fills the batch from the owned partitions in turn (round robin), one claim each, until it
   // has `max` events; events of several partitions make one combined batch (combine).
-  ClaimedBatch claim_from_owned(std::size_t max, Duration lease, ClaimOrder order, int skip,
-                                ClaimedBatch first = {}) {
+  ClaimedBatch claim_from_owned(std::size_t max, Duration lease, ClaimOrder order,
+                                std::vector<ClaimedBatch> got = {}, std::vector<int> asked = {}) {
     ready();
     const std::int64_t now = steady_ms();
     alive_until_ms_ = now + lease.count();
     if (owning_) std::call_once(joined_, [this] { join(); });
-    if (max == 0) return first;
+    std::size_t n = 0;
+    for (const auto& b : got) n += b.events.size();
     std::vector<int> candidates;
     {
       std::lock_guard lock(mu_);
       for (int k = 0; k < n_; ++k) {
         const int p = (cursor_ + k) % n_;
-        if (p != skip && assigned(p) && parts_[p].retry_at <= now) candidates.push_back(p);
+        if (assigned(p) && parts_[p].retry_at <= now &&
+            std::find(asked.begin(), asked.end(), p) == asked.end())
+          candidates.push_back(p);
       }
     }
-    std::vector<ClaimedBatch> got;
-    std::size_t n = first.events.size();
-    if (n > 0) got.push_back(std::move(first));
     for (int p : candidates) {
       if (n >= max) break;
       if (!enter(p, now)) continue;
@@ -435,6 +467,10 @@ class PartitionedStore final : public Store {
       if (!mine.empty()) total += op(*parts_[pb.p].store, pb.batch, std::span<const Id>(mine));
     }
     return total;
+  }
+  static bool in(const ClaimedBatch& b, const EventId& id) {
+    return std::any_of(b.events.begin(), b.events.end(),
+                       [&](const StoredEvent& e) { return e.id == id; });
   }
   static const EventId& id_of(const EventId& id) { return id; }
   static const EventId& id_of(const Nack& n) { return n.id; }
