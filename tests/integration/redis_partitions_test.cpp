@@ -6,6 +6,7 @@
 // Timing: every wait is bounded and generous; nothing asserts a speed.
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <stdio.h>
 
@@ -16,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/url.h"
 #include "outpost/error.h"
 #include "outpost/stores/redis.h"
 #include "store_cases.h"
@@ -290,6 +293,50 @@ TEST(RedisPartitions, AStoppedRelayHandsItsPartitionsOverAtOnce) {
     if (got < 4) std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(got, 4u) << "the stopped relay's partitions were not handed over";
+}
+
+// On a 3-master Redis Cluster (OUTPOST_TEST_REDIS_CLUSTER_URL) each partition is its own slot:
+// the partitions spread over the masters, and two relays deliver everything in key order.
+TEST(RedisPartitions, OnAClusterThePartitionsSpreadOverTheMasters) {
+  auto base = testing::env("OUTPOST_TEST_REDIS_CLUSTER_URL");
+  if (!base) {
+    if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_CLUSTER_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_CLUSTER_URL not set";
+  }
+  const std::string prefix = testing::unique_name("cpart_");
+  const std::string url = *base + "?prefix=" + prefix + "&partitions=8&writer_lease_ms=500";
+  Ledger ledger;
+  auto emitter = open_redis_store(url);
+  constexpr int kKeys = 16, kPerKey = 10;
+  for (int i = 0; i < kPerKey; ++i) {
+    std::vector<Event> events;
+    for (int k = 0; k < kKeys; ++k) events.push_back(make("key" + std::to_string(k), i));
+    emitter->append(events);
+  }
+  // Which node holds each partition's sequence key (the others answer MOVED).
+  std::set<int> owners;
+  const core::Url parsed = core::Url::parse(*base);
+  for (const auto& hp : parsed.hosts()) {
+    redisContext* c = redisConnect(hp.host.c_str(), hp.port);
+    ASSERT_TRUE(c && !c->err);
+    for (int p = 0; p < 8; ++p) {
+      const std::string key = "{" + prefix + ":p" + std::to_string(p) + "}:seq";
+      auto* r = static_cast<redisReply*>(redisCommand(c, "EXISTS %s", key.c_str()));
+      if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1) owners.insert(hp.port);
+      if (r) freeReplyObject(r);
+    }
+    redisFree(c);
+  }
+  EXPECT_GE(owners.size(), 2u) << "every partition on one master";
+  {
+    Relay a(open_redis_store(url), ledger), b(open_redis_store(url), ledger);
+    ASSERT_TRUE(all_acked(ledger, kKeys * kPerKey, 60s));
+    a.stop();
+    b.stop();
+    EXPECT_EQ(a.errors() + b.errors(), "");
+  }
+  expect_in_order_once(ledger, kKeys, kPerKey);
+  EXPECT_EQ(emitter->stats().pending, 0);
 }
 
 // The real relay (pipelined: settle_and_claim while delivering, renewals) on several relays at
