@@ -68,7 +68,7 @@ struct PipelineView {
   std::string sink;
   const Relay* relay = nullptr;              // a relay pipeline; null for a consume pipeline
   const ConsumerProbe* consumer = nullptr;   // a consume pipeline (relay and store are null)
-  Store* store = nullptr;                    // the store itself (stats are read here)
+  OutboxAdmin* store = nullptr;              // the store, its operators' half (stats, dead, ...)
   const PipelineMetrics* metrics = nullptr;  // null: no histograms, no liveness data
   bool running = true;                       // false: run() returned (finished or failed)
   std::string failure;                       // why it is not running, if it failed

@@ -140,9 +140,11 @@ struct StoreOptions {
   Open open = Open::create;
 };
 
-class Store {
+// The store as the relay sees it: the life cycle above, from append to wait_for_work. A program
+// that only emits and relays needs nothing else (docs/architecture.md, "Store by audience").
+class OutboxStore {
  public:
-  virtual ~Store() = default;
+  virtual ~OutboxStore() = default;
 
   // "sqlite", "postgres", "redis", "memory".
   virtual std::string_view backend() const = 0;
@@ -185,6 +187,23 @@ class Store {
                                         SettleCounts& counts, std::size_t max, Duration lease,
                                         ClaimOrder order = ClaimOrder::ordered);
 
+  // Blocks until new work may be claimable (an emit committed, a retry became due), `max`
+  // passed, or interrupt() was called. Spurious wake-ups are allowed.
+  virtual void wait_for_work(Duration max) = 0;
+
+  // Wakes every wait_for_work() now (used by stop()).
+  virtual void interrupt() = 0;
+};
+
+// The store as operators see it: counts, inspection and the dead letters' retry and discard
+// (`outpost events`, the dashboard, /metrics). Nothing here is on the relay's path.
+class OutboxAdmin {
+ public:
+  virtual ~OutboxAdmin() = default;
+
+  // As OutboxStore::backend (a Store answers both with one override).
+  virtual std::string_view backend() const = 0;
+
   virtual StoreStats stats() = 0;
 
   // Undelivered events (pending and leased) in sequence order, for inspection.
@@ -213,13 +232,14 @@ class Store {
   // Dead -> deleted. Returns how many dead events were found.
   virtual std::size_t discard(std::span<const EventId> ids) = 0;
   virtual std::size_t discard_all() = 0;
+};
 
-  // Blocks until new work may be claimable (an emit committed, a retry became due), `max`
-  // passed, or interrupt() was called. Spurious wake-ups are allowed.
-  virtual void wait_for_work(Duration max) = 0;
-
-  // Wakes every wait_for_work() now (used by stop()).
-  virtual void interrupt() = 0;
+// One outbox, both audiences: what every backend implements and open_store returns. Code that
+// needs one half takes OutboxStore& or OutboxAdmin&; a Store& converts to either.
+class Store : public OutboxStore, public OutboxAdmin {
+ public:
+  // One override answers both halves; declared here so that store.backend() is not ambiguous.
+  std::string_view backend() const override = 0;
 };
 
 }  // namespace outpost

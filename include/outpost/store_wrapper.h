@@ -1,13 +1,13 @@
 #pragma once
-// StoreWrapper: a Store that forwards every call to another Store (the idea of leveldb's
-// EnvWrapper). A decorator (timing, fault injection, a test's pause) derives from it and overrides
-// only what it changes, so a virtual added to Store later, or one with a default such as
-// archived(), reaches the wrapped store instead of silently answering the base class's default
-// (docs/architecture.md, "Decorators").
+// StoreWrapper: a Store that forwards every call of both halves (OutboxStore, OutboxAdmin) to
+// another Store (the idea of leveldb's EnvWrapper). A decorator (timing, fault injection, a test's
+// pause) derives from it and overrides only what it changes, so a virtual added to Store later, or
+// one with a default such as archived(), reaches the wrapped store instead of silently answering
+// the base class's default (docs/architecture.md, "Decorators").
 //
 // settle_and_claim is forwarded too, so the wrapped store's one-round-trip path is kept. A
 // decorator that changes claim, ack, nack or release and wants that change on the relay's hot
-// path as well overrides settle_and_claim with Store::settle_and_claim (the separate calls in
+// path as well overrides settle_and_claim with OutboxStore::settle_and_claim (the separate calls in
 // turn, through its own overrides).
 //
 // Thread safety: as the wrapped store's; the wrapper adds no state of its own.
@@ -30,6 +30,8 @@ class StoreWrapper : public Store {
   Store& target() const { return *target_; }
 
   std::string_view backend() const override { return target_->backend(); }
+
+  // OutboxStore: the relay's half.
   void append(std::span<const Event> events, TxHandle tx = {}) override {
     target_->append(events, tx);
   }
@@ -54,6 +56,10 @@ class StoreWrapper : public Store {
                                 ClaimOrder order = ClaimOrder::ordered) override {
     return target_->settle_and_claim(done, settlement, counts, max, lease, order);
   }
+  void wait_for_work(Duration max) override { target_->wait_for_work(max); }
+  void interrupt() override { target_->interrupt(); }
+
+  // OutboxAdmin: the operators' half.
   StoreStats stats() override { return target_->stats(); }
   std::vector<StoredEvent> list(std::size_t limit) override { return target_->list(limit); }
   std::vector<EventState> blocked(std::size_t limit) override { return target_->blocked(limit); }
@@ -66,8 +72,6 @@ class StoreWrapper : public Store {
   std::size_t retry_all() override { return target_->retry_all(); }
   std::size_t discard(std::span<const EventId> ids) override { return target_->discard(ids); }
   std::size_t discard_all() override { return target_->discard_all(); }
-  void wait_for_work(Duration max) override { target_->wait_for_work(max); }
-  void interrupt() override { target_->interrupt(); }
 
  private:
   std::shared_ptr<Store> owned_;  // empty when the caller owns the target

@@ -1,4 +1,4 @@
-// Default implementations of Store's optional methods.
+// Default implementations of the optional methods of OutboxStore and OutboxAdmin (store.h).
 
 #include "outpost/store.h"
 
@@ -10,9 +10,9 @@
 
 namespace outpost {
 
-ClaimedBatch Store::settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
-                                     SettleCounts& counts, std::size_t max, Duration lease,
-                                     ClaimOrder order) {
+ClaimedBatch OutboxStore::settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
+                                           SettleCounts& counts, std::size_t max, Duration lease,
+                                           ClaimOrder order) {
   counts = {};
   if (!settlement.acks.empty()) counts.acked = ack(done, settlement.acks);
   if (!settlement.nacks.empty()) counts.nacked = nack(done, settlement.nacks);
@@ -20,7 +20,7 @@ ClaimedBatch Store::settle_and_claim(const ClaimedBatch& done, const Settlement&
   return claim(max, lease, order);
 }
 
-std::vector<ArchivedEvent> Store::archived(std::size_t) {
+std::vector<ArchivedEvent> OutboxAdmin::archived(std::size_t) {
   throw Error(ErrorCode::not_found, std::string(backend()),
               "the " + std::string(backend()) +
                   " store of this build cannot read an archive (docs/cli.md, events archive)");

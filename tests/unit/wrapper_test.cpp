@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "instrument.h"
+#include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/sink_wrapper.h"
 #include "outpost/source_wrapper.h"
@@ -174,6 +175,24 @@ TEST(ForwardingBases, AStoreWrapperThatChangesNothingIsTheWrappedStore) {
   std::vector<EventId> ids{next.events[0].id};
   EXPECT_EQ(wrapper.release(next, ids), 1u);
   EXPECT_EQ(&wrapper.target(), inner.get());
+}
+
+// Store by audience (store.h): the relay's half and the operators' half of one wrapper reach the
+// same wrapped store, and one backend() answers both.
+TEST(ForwardingBases, BothHalvesOfAStoreWrapperReachTheWrappedStore) {
+  auto inner = std::shared_ptr<Store>(open_store("memory:"));
+  StoreWrapper wrapper(inner);
+  OutboxStore& relay_half = wrapper;
+  OutboxAdmin& admin_half = wrapper;
+  EXPECT_EQ(relay_half.backend(), "memory");
+  EXPECT_EQ(admin_half.backend(), "memory");
+  relay_half.append(std::vector<Event>{Event::make("h", R"({"n":3})", "k3")});
+  EXPECT_EQ(admin_half.stats().pending, 1);
+  EXPECT_EQ(inner->stats().pending, 1);
+  auto batch = relay_half.claim(10, 30000ms);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(admin_half.leased(10).size(), 1u);
+  EXPECT_THROW(admin_half.archived(10), Error) << "memory keeps no archive it can read";
 }
 
 TEST(ForwardingBases, ASinkWrapperThatChangesNothingIsTheWrappedSink) {
