@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/edit_distance.h"
 #include "outpost/error.h"
 #include "outpost/json.h"
 
@@ -218,6 +219,27 @@ TEST(JsonTest, ALineIsOneObjectAndStrictInputKnowsEveryField) {
             std::string::npos);
   EXPECT_NE(message(R"({"type":"t","payload":1,"x":1})", JsonInput::strict)
                 .find("unknown field 'x'; the fields are deliver_at, headers, id, key"),
+            std::string::npos);
+}
+
+// "Did you mean" on a misspelt event field uses the one edit distance of the CLI and config
+// (core/edit_distance.h), with ASCII case ignored as field names have always been matched.
+TEST(JsonTest, AMisspeltFieldIsFoundByTheOneEditDistance) {
+  EXPECT_EQ(core::edit_distance("btach", "batch"), 1u);
+  EXPECT_EQ(core::edit_distance("Key", "key"), 1u) << "flags and config keys: case counts";
+  EXPECT_EQ(core::edit_distance("KYE", "key", core::Case::ignored), 1u);
+  auto message = [](const std::string& line) -> std::string {
+    try {
+      event_from_json(line, JsonInput::strict);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(message(R"({"type":"t","KYE":"k","payload":1})")
+                .find("unknown field 'KYE' (did you mean 'key'?)"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"type":"t","Payload":1})").find("(did you mean 'payload'?)"),
             std::string::npos);
 }
 
