@@ -6,9 +6,12 @@
 // (dead-lettering, retry) with one string.find.
 
 #include <charconv>
+#include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "outpost/event.h"
 
@@ -86,6 +89,38 @@ inline bool unpack_body(std::string_view body, Event& e) {
   e.headers = std::move(h);
   e.payload.assign(body);
   return true;
+}
+
+// The append script's ARGV after B (append.lua): the count, then id, key, body of each event,
+// then (only when any event is scheduled) each one's deliver_at in ms or "". `argv` points into
+// `owned` (reserved up front, never reallocated) and into the events' keys.
+struct AppendArgv {
+  std::vector<std::string> owned;
+  std::vector<std::string_view> argv;
+};
+inline void append_argv(std::span<const Event> prepared, std::string_view base, AppendArgv& out) {
+  out.owned.reserve(prepared.size() * 3 + 1);
+  out.argv.reserve(prepared.size() * 4 + 2);
+  out.argv.push_back(base);
+  out.owned.push_back(std::to_string(prepared.size()));
+  out.argv.push_back(out.owned.back());
+  for (const auto& e : prepared) {
+    out.owned.push_back(e.id.str());
+    std::string_view id = out.owned.back();
+    out.owned.push_back(pack_body(e));
+    out.argv.insert(out.argv.end(), {id, e.key, out.owned.back()});
+  }
+  bool scheduled = false;
+  for (const auto& e : prepared) scheduled = scheduled || e.deliver_at.has_value();
+  if (!scheduled) return;
+  for (const auto& e : prepared) {
+    out.owned.push_back(e.deliver_at
+                            ? std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 e.deliver_at->time_since_epoch())
+                                                 .count())
+                            : std::string());
+    out.argv.push_back(out.owned.back());
+  }
 }
 
 }  // namespace outpost::redis_store

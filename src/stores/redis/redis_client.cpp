@@ -462,6 +462,47 @@ Reply Client::command(const std::vector<std::string_view>& args, bool idempotent
   }
 }
 
+std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string_view>>& commands) {
+  auto conn = acquire();  // throws ConnectionError: nothing was sent
+  for (const auto& args : commands) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (auto a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    redisAppendCommandArgv(conn->get(), static_cast<int>(argv.size()), argv.data(), lens.data());
+  }
+  std::vector<Reply> out;
+  out.reserve(commands.size());
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(conn->get(), &raw) != REDIS_OK || !raw) {
+      forget_master(conn->addr());
+      throw_failure({"pipelined commands at " + conn->addr() + ": connection lost",
+                     {},
+                     conn->get(),
+                     /*maybe_applied=*/true});
+    }
+    out.emplace_back(static_cast<redisReply*>(raw));
+  }
+  give_back(std::move(conn));
+  return out;
+}
+
+std::string Client::sha_of(const Script& script) {
+  {
+    std::lock_guard lock(script.mu);
+    if (!script.sha.empty()) return script.sha;
+  }
+  Reply r = command({"SCRIPT", "LOAD", script.text});
+  if (auto e = reply_error(r.get()); !e.empty())
+    throw_failure({"SCRIPT LOAD " + std::string(script.name), e});
+  std::lock_guard lock(script.mu);
+  script.sha = reply_string(r.get());
+  return script.sha;
+}
+
 Reply Client::eval(const Script& script, std::string_view key,
                    const std::vector<std::string_view>& argv, bool idempotent) {
   const std::string name(script.name);

@@ -95,6 +95,15 @@ class Client {
   Reply eval(const Script& script, std::string_view key, const std::vector<std::string_view>& argv,
              bool idempotent = true);
 
+  // Sends every command on one connection to the master before reading any reply: one round
+  // trip for all (the partitioned store's appends, redis_partitioned.cpp). Not retried: a
+  // connection lost after sending is InDoubtError (any of them may have run). The replies in
+  // order, error replies included (a redirect or NOSCRIPT: that command did not run).
+  std::vector<Reply> pipeline(const std::vector<std::vector<std::string_view>>& commands);
+
+  // The script's SHA1, loaded with SCRIPT LOAD on the master when not known yet.
+  std::string sha_of(const Script& script);
+
   // A new dedicated connection to the current master (for SUBSCRIBE); throws ConnectionError.
   // `epoch` (when given) is set to master_epoch() of that master.
   Context connect_master(std::uint64_t* epoch = nullptr);

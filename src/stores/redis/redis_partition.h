@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "outpost/store.h"
 #include "stores/redis/redis_client.h"
@@ -26,6 +27,31 @@ class PartitionStore : public Store {
   // due, a lease or the writer lease expiring); -1: nothing known.
   virtual std::int64_t next_hint_ms() const = 0;
 };
+
+// The documented partition rule (docs/redis.md, Partitions): FNV-1a (32 bit) of the key's bytes
+// modulo the partition count.
+inline std::uint32_t fnv1a(std::string_view s) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+// The partition in a claim's owner (RedisStore: "<token>#p<K>.<n>"); -1 when none, as for a
+// batch combined from several partitions (PartitionedStore::combine, owner "*...").
+inline int partition_in(const std::string& owner, int partitions) {
+  if (!owner.empty() && owner[0] == '*') return -1;
+  const auto hash = owner.rfind('#');
+  if (hash == std::string::npos || hash + 1 >= owner.size() || owner[hash + 1] != 'p') return -1;
+  int p = 0;
+  std::size_t i = hash + 2;
+  for (; i < owner.size() && owner[i] >= '0' && owner[i] <= '9' && p <= partitions; ++i)
+    p = p * 10 + (owner[i] - '0');
+  if (i == hash + 2 || i >= owner.size() || owner[i] != '.' || p >= partitions) return -1;
+  return p;
+}
 
 // A relay instance's token: random, with the pid (the writer lease's and members' owner name).
 std::string instance_token();

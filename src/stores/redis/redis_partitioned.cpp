@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/append_check.h"
+#include "stores/redis/redis_body.h"
 #include "stores/redis/redis_partition.h"
 #include "stores/redis/redis_scripts.h"
 #include "stores/redis/redis_wake.h"
@@ -37,30 +38,6 @@ std::int64_t steady_ms() {
       .count();
 }
 
-// The documented partition rule (docs/redis.md, Partitions): FNV-1a (32 bit) of the key's bytes
-// modulo the partition count.
-std::uint32_t fnv1a(std::string_view s) {
-  std::uint32_t h = 2166136261u;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 16777619u;
-  }
-  return h;
-}
-
-// The partition in a claim's owner (RedisStore: "<token>#p<K>.<n>"); -1 when none, as for a
-// batch combined from several partitions (PartitionedStore::combine, owner "*...").
-int partition_in(const std::string& owner, int partitions) {
-  if (!owner.empty() && owner[0] == '*') return -1;
-  const auto hash = owner.rfind('#');
-  if (hash == std::string::npos || hash + 1 >= owner.size() || owner[hash + 1] != 'p') return -1;
-  int p = 0;
-  std::size_t i = hash + 2;
-  for (; i < owner.size() && owner[i] >= '0' && owner[i] <= '9'; ++i) p = p * 10 + (owner[i] - '0');
-  if (i == hash + 2 || i >= owner.size() || owner[i] != '.' || p >= partitions) return -1;
-  return p;
-}
-
 template <typename T, typename Less>
 std::vector<T> merged(std::vector<T> all, std::size_t limit, Less less) {
   std::stable_sort(all.begin(), all.end(), less);
@@ -75,6 +52,7 @@ class PartitionedStore final : public Store {
         n_(c.partitions),
         writer_lease_(c.writer_lease),
         owning_(c.writer_lease.count() > 0),
+        prefix_(c.prefix),
         base_("{" + c.prefix + "}:"),
         key_(base_ + "partitions"),
         token_(instance_token()),
@@ -123,8 +101,37 @@ class PartitionedStore final : public Store {
     std::vector<Event> prepared = core::prepare_for_append(events, options_, "redis");
     std::vector<std::vector<Event>> groups(parts_.size());
     for (auto& e : prepared) groups[partition(e)].push_back(std::move(e));
-    for (std::size_t p = 0; p < groups.size(); ++p)
-      if (!groups[p].empty()) parts_[p].store->append(groups[p], tx);
+    if (!tx.is_none()) {
+      for (std::size_t p = 0; p < groups.size(); ++p)
+        if (!groups[p].empty()) parts_[p].store->append(groups[p], tx);
+      return;
+    }
+    append_pipelined(groups);
+  }
+
+  // One EVALSHA append per partition, all sent before any reply is read (one round trip on a
+  // single server; on a cluster the partitions on other masters answer MOVED). A partition whose
+  // reply is an error (a redirect, NOSCRIPT: it did not run) appends again on its own store,
+  // which follows redirects, reloads the script and reports any other error as usual.
+  void append_pipelined(const std::vector<std::vector<Event>>& groups) {
+    const std::string sha = meta_.sha_of(append_script_);
+    std::vector<AppendArgv> args(groups.size());
+    std::vector<std::string> bases(groups.size()), keys(groups.size());
+    std::vector<std::vector<std::string_view>> commands;
+    std::vector<std::size_t> of;  // commands[i] appends groups[of[i]]
+    for (std::size_t p = 0; p < groups.size(); ++p) {
+      if (groups[p].empty()) continue;
+      bases[p] = "{" + prefix_ + ":p" + std::to_string(p) + "}:";
+      keys[p] = bases[p] + "pending";
+      append_argv(groups[p], bases[p], args[p]);  // points into bases[p]
+      std::vector<std::string_view> cmd{"EVALSHA", sha, "1", keys[p]};
+      cmd.insert(cmd.end(), args[p].argv.begin(), args[p].argv.end());
+      commands.push_back(std::move(cmd));
+      of.push_back(p);
+    }
+    std::vector<Reply> replies = meta_.pipeline(commands);
+    for (std::size_t i = 0; i < replies.size(); ++i)
+      if (!reply_error(replies[i].get()).empty()) parts_[of[i]].store->append(groups[of[i]], {});
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
@@ -551,13 +558,15 @@ class PartitionedStore final : public Store {
   const StoreOptions options_;
   const int n_;
   const Duration writer_lease_;
-  const bool owning_;       // writer leases on: each partition has one owner
+  const bool owning_;  // writer leases on: each partition has one owner
+  const std::string prefix_;
   const std::string base_;  // "{prefix}:": the outbox's own key space (count, members)
   const std::string key_;
   const std::string token_;  // this relay's name in members and every partition's lease
   Client meta_;
   Script partitions_script_{"partitions", std::string(kPrologue) + kPartitions, {}, {}};
   Script members_script_{"members", std::string(kPrologue) + kMembers, {}, {}};
+  Script append_script_{"append", std::string(kPrologue) + kAppend, {}, {}};
   WakeListener wake_;  // after meta_: uses it
   std::vector<Part> parts_;
   std::atomic<bool> ready_{false};

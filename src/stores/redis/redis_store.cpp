@@ -131,31 +131,9 @@ class RedisStore final : public PartitionStore {
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_, kBackend);
     if (prepared.empty()) return;
-    std::vector<std::string> owned;
-    owned.reserve(prepared.size() * 3 + 1);
-    std::vector<std::string_view> argv;
-    argv.reserve(prepared.size() * 4 + 2);
-    argv.push_back(base_);
-    owned.push_back(std::to_string(prepared.size()));
-    argv.push_back(owned.back());
-    for (const auto& e : prepared) {
-      owned.push_back(e.id.str());
-      std::string_view id = owned.back();
-      owned.push_back(pack_body(e));
-      argv.insert(argv.end(), {id, e.key, owned.back()});
-    }
-    // Scheduled events: each event's due time in ms after the triples (append.lua).
-    if (std::any_of(prepared.begin(), prepared.end(),
-                    [](const Event& e) { return e.deliver_at.has_value(); }))
-      for (const auto& e : prepared) {
-        owned.push_back(e.deliver_at
-                            ? std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 e.deliver_at->time_since_epoch())
-                                                 .count())
-                            : std::string());
-        argv.push_back(owned.back());
-      }
-    // `owned` must not reallocate while argv points into it.
+    AppendArgv a;
+    append_argv(prepared, base_, a);
+    const auto& argv = a.argv;
     if (tx.is_none()) {
       client_.eval(scripts_.append, key_, argv, /*idempotent=*/false);
       return;
