@@ -169,6 +169,24 @@ bool inspect_limit(const httplib::Request& req, httplib::Response& res, std::siz
   }
 }
 
+// GET /api/blocked and /api/leases: the relay pipeline named by ?pipeline= (404 when there is
+// none) and ?limit= (400 when malformed), then `answer(pipeline, limit)`; a store error is a 502
+// with its message.
+template <class Answer>
+void inspect(PipelineSource& source, const httplib::Request& req, httplib::Response& res,
+             Answer answer) {
+  auto views = source.pipelines();
+  const PipelineView* p = find(views, req.get_param_value("pipeline"));
+  if (!p || !p->store) return error(res, 404, "no such pipeline");
+  std::size_t limit = 0;
+  if (!inspect_limit(req, res, limit)) return;
+  try {
+    answer(*p, limit);
+  } catch (const std::exception& e) {
+    error(res, 502, e.what());
+  }
+}
+
 // Same-origin JSON only; see dashboard.h.
 std::string cross_site_reason(const httplib::Request& req) {
   if (req.has_header("Sec-Fetch-Site")) {
@@ -509,31 +527,19 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
     list_dead(source, req, res);
   });
   server.Get("/api/blocked", [&source](const httplib::Request& req, httplib::Response& res) {
-    auto views = source.pipelines();
-    const PipelineView* p = find(views, req.get_param_value("pipeline"));
-    if (!p || !p->store) return error(res, 404, "no such pipeline");
-    std::size_t limit = 0;
-    if (!inspect_limit(req, res, limit)) return;
-    try {
+    inspect(source, req, res, [&res](const PipelineView& p, std::size_t limit) {
       TimePoint at = now();
       json keys = json::array();
-      for (const auto& e : p->store->blocked(limit)) keys.push_back(event_state_json(e, at));
-      bool ordered = !p->relay || p->relay->options().order != ClaimOrder::unordered;
+      for (const auto& e : p.store->blocked(limit)) keys.push_back(event_state_json(e, at));
+      bool ordered = !p.relay || p.relay->options().order != ClaimOrder::unordered;
       reply(res, 200, json{{"ordered", ordered}, {"keys", keys}});
-    } catch (const std::exception& e) {
-      error(res, 502, e.what());
-    }
+    });
   });
   server.Get("/api/leases", [&source](const httplib::Request& req, httplib::Response& res) {
-    auto views = source.pipelines();
-    const PipelineView* p = find(views, req.get_param_value("pipeline"));
-    if (!p || !p->store) return error(res, 404, "no such pipeline");
-    std::size_t limit = 0;
-    if (!inspect_limit(req, res, limit)) return;
-    try {
+    inspect(source, req, res, [&res](const PipelineView& p, std::size_t limit) {
       TimePoint at = now();
-      auto leased = p->store->leased(kMaxInspect);
-      Duration lease = p->relay ? p->relay->options().lease : Duration(0);
+      auto leased = p.store->leased(kMaxInspect);
+      Duration lease = p.relay ? p.relay->options().lease : Duration(0);
       json events = json::array();
       for (std::size_t i = 0; i < leased.size() && i < limit; ++i)
         events.push_back(event_state_json(leased[i], at));
@@ -542,9 +548,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
                  {"holders", holders_json(leased, at, lease)},
                  {"events", events},
                  {"leased", leased.size()}});
-    } catch (const std::exception& e) {
-      error(res, 502, e.what());
-    }
+    });
   });
   server.Get("/api/consumer/dead", [&source](const httplib::Request& req, httplib::Response& res) {
     list_dead(source, req, res);

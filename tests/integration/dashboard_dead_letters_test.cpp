@@ -353,6 +353,38 @@ TEST_F(DashboardApiTest, DeadLettersOfBothKindsAreEventsThatPageAndActByFilter) 
       << read_file(log_);
 }
 
+// The blocked keys and leases views (docs/dashboard.md) read a relay pipeline's store; they name
+// a pipeline that has none (a consume pipeline, or no such name: 404) and a malformed limit (400).
+TEST_F(DashboardApiTest, BlockedKeysAndLeasesAnswerForARelayPipelineOnly) {
+  int port = start();
+  ASSERT_GT(port, 0) << read_file(log_);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+  auto status = [&](const std::string& path) {
+    auto r = client.Get(path);
+    return r ? r->status : -1;
+  };
+  ASSERT_TRUE(eventually([&] { return status("/api/blocked?pipeline=orders") == 200; }))
+      << read_file(log_);
+  auto r = client.Get("/api/blocked?pipeline=orders&limit=5");
+  ASSERT_TRUE(r);
+  auto blocked = json::parse(r->body);
+  EXPECT_EQ(blocked["ordered"], true) << r->body;
+  EXPECT_TRUE(blocked["keys"].is_array()) << r->body;
+  r = client.Get("/api/leases?pipeline=orders");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  auto leases = json::parse(r->body);
+  EXPECT_GT(leases.value("lease_ms", 0), 0) << r->body;
+  EXPECT_TRUE(leases["events"].is_array() && leases["holders"].is_array()) << r->body;
+  EXPECT_TRUE(leases["leased"].is_number_integer()) << r->body;
+  for (const char* route : {"/api/blocked", "/api/leases"}) {
+    EXPECT_EQ(status(std::string(route) + "?pipeline=parked"), 404) << route;
+    EXPECT_EQ(status(std::string(route) + "?pipeline=nope"), 404) << route;
+    EXPECT_EQ(status(std::string(route) + "?pipeline=orders&limit=x"), 400) << route;
+  }
+}
+
 // The consumers page's Move and Delete (issue 20 item 3; docs/dashboard.md): the admin token as
 // for every change, bad input named (400), a move the running consumer follows (it reads the
 // log again and, with reprocess, parks every message again), logged with the remote address; a

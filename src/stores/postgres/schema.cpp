@@ -13,6 +13,16 @@ std::string quote(const std::string& id) {
   return "\"" + id + "\"";
 }
 
+// The columns of the event that a dead letter and an archived event both keep (version 1), in
+// one place so the two tables cannot drift apart.
+constexpr const char* kKeptColumns = R"(  type         text        NOT NULL,
+  key          text        NOT NULL,
+  payload      bytea       NOT NULL,
+  occurred_at  timestamptz NOT NULL,
+  headers      jsonb       NOT NULL,
+  attempts     integer     NOT NULL,
+)";
+
 }  // namespace
 
 Names::Names(std::string s, std::string t) : schema(std::move(s)), table(std::move(t)) {
@@ -66,26 +76,16 @@ CREATE TABLE IF NOT EXISTS )" +
          n.dead + R"( (
   seq          bigint      PRIMARY KEY,
   id           uuid        NOT NULL UNIQUE,
-  type         text        NOT NULL,
-  key          text        NOT NULL,
-  payload      bytea       NOT NULL,
-  occurred_at  timestamptz NOT NULL,
-  headers      jsonb       NOT NULL,
-  attempts     integer     NOT NULL,
-  last_error   text        NOT NULL,
+)" + kKeptColumns +
+         R"(  last_error   text        NOT NULL,
   dead_at      timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE TABLE IF NOT EXISTS )" +
          n.archive + R"( (
   seq          bigint      NOT NULL,
   id           uuid        NOT NULL,
-  type         text        NOT NULL,
-  key          text        NOT NULL,
-  payload      bytea       NOT NULL,
-  occurred_at  timestamptz NOT NULL,
-  headers      jsonb       NOT NULL,
-  attempts     integer     NOT NULL,
-  archived_at  timestamptz NOT NULL
+)" + kKeptColumns +
+         R"(  archived_at  timestamptz NOT NULL
 ) PARTITION BY RANGE (archived_at);
 CREATE OR REPLACE FUNCTION )" +
          n.q_schema + ".\"" + t + R"(_notify"() RETURNS trigger
