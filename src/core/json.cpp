@@ -32,8 +32,10 @@ PayloadForm payload_form(const Event& e) {
   return PayloadForm::base64;
 }
 
+// key_seq: the key position of a stored event (outpost/key_seq.h, kKeySeqField), written when the
+// event has a key and key_seq > 0.
 void append_event(std::string& out, const Event& e, const int* attempts, const DeadEvent* dead,
-                  const TimePoint* archived_at = nullptr) {
+                  const TimePoint* archived_at = nullptr, std::int64_t key_seq = 0) {
   const PayloadForm form = payload_form(e);
   // A JSON string value with no content_type would read back as text: say it is JSON.
   bool mark_json = false;
@@ -84,6 +86,10 @@ void append_event(std::string& out, const Event& e, const int* attempts, const D
   out += e.id.str();
   out += "\",\"key\":";
   core::append_json_string(out, e.key);
+  if (key_seq > 0 && !e.key.empty()) {
+    out += ",\"key_seq\":";
+    out += std::to_string(key_seq);
+  }
   if (dead) {
     out += ",\"last_error\":";
     core::append_json_string(out, dead->last_error);
@@ -141,7 +147,7 @@ std::string to_json(const DeadEvent& event) {
 }
 
 void append_json(std::string& out, const StoredEvent& event) {
-  append_event(out, event, &event.attempts, nullptr);
+  append_event(out, event, &event.attempts, nullptr, nullptr, event.seq);
 }
 
 }  // namespace outpost

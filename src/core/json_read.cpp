@@ -85,10 +85,10 @@ struct Field {
   bool read;
 };
 constexpr Field kFields[] = {
-    {"archived_at", false}, {"attempts", false},      {"dead_at", false},
-    {"deliver_at", true},   {"headers", true},        {"id", true},
-    {"key", true},          {"last_error", false},    {"occurred_at", true},
-    {"payload", true},      {"payload_base64", true}, {"type", true},
+    {"archived_at", false}, {"attempts", false},   {"dead_at", false}, {"deliver_at", true},
+    {"headers", true},      {"id", true},          {"key", true},      {"key_seq", false},
+    {"last_error", false},  {"occurred_at", true}, {"payload", true},  {"payload_base64", true},
+    {"type", true},
 };
 
 // A name from the input as it can be shown in a message: escaped as in JSON, at most 64 bytes.

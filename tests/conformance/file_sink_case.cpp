@@ -21,6 +21,7 @@
 
 #include "outpost/error.h"
 #include "outpost/json.h"
+#include "outpost/key_seq.h"
 #include "outpost/sinks/file.h"
 #include "sink_cases.h"
 #include "sinks/file/file_classify.h"
@@ -113,6 +114,10 @@ std::vector<ReceivedEvent> parse_lines(const std::string& path) {
     r.key = e.key;
     r.payload = e.payload;
     for (const auto& [k, v] : e.headers) r.headers.emplace_back(k, v);
+    // The key position is a member of the line, not a header (outpost/key_seq.h, kKeySeqField).
+    auto j = nlohmann::json::parse(line);
+    if (auto it = j.find(std::string(kKeySeqField)); it != j.end())
+      r.headers.emplace_back(kKeySeqField, it->dump());
     out.push_back(std::move(r));
   }
   return out;

@@ -18,6 +18,7 @@
 #include "../integration/broker_consumers.h"
 #include "core/cloudevents.h"
 #include "outpost/error.h"
+#include "outpost/key_seq.h"
 #include "outpost/sinks/kafka.h"
 #include "server_process.h"
 #include "sink_cases.h"
@@ -130,8 +131,9 @@ TEST_F(KafkaSink, ConsumerSeesKeyCloudEventsHeadersAndTopicPerType) {
 }
 
 // The sink adds its headers straight from the event's fields (no vector of strings per event):
-// they must stay exactly core::cloudevents_headers() (names, values, order) plus outpost-id,
-// also for user headers that map to a reserved or empty attribute and for any occurred_at.
+// they must stay exactly core::cloudevents_headers() (names, values, order) plus outpost-id and,
+// for a keyed event, outpost-key-seq (its seq), also for user headers that map to a reserved or
+// empty attribute and for any occurred_at.
 TEST_F(KafkaSink, HeadersAreExactlyTheCloudEventsMappingPlusOutpostId) {
   const std::string topic = unique_name("hdr");
   auto sink = open_kafka_sink("kafka://" + bootstrap() + "/" + topic);
@@ -160,6 +162,7 @@ TEST_F(KafkaSink, HeadersAreExactlyTheCloudEventsMappingPlusOutpostId) {
   for (const auto& e : events) {
     std::vector<std::pair<std::string, std::string>> want = core::cloudevents_headers(e);
     want.emplace_back("outpost-id", e.id.str());
+    if (!e.key.empty()) want.emplace_back(kKeySeqHeader, std::to_string(e.seq));
     bool found = false;
     for (const auto& r : got) {
       if (r.id != e.id.str()) continue;

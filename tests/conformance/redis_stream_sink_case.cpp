@@ -10,6 +10,7 @@
 
 #include "../integration/broker_consumers.h"
 #include "outpost/error.h"
+#include "outpost/key_seq.h"
 #include "outpost/sinks/redis_stream.h"
 #include "server_process.h"
 #include "sink_cases.h"
@@ -122,7 +123,7 @@ TEST_F(RedisStreamSink, EntriesCarryTheDocumentedFieldsInAStreamPerType) {
 // The sink encodes its XADDs itself (RESP into one buffer): every field must arrive byte for
 // byte, binary payloads and keys included, with occurred_at as format_rfc3339 and headers as
 // their JSON object ("{}" when there are none), then traceparent and tracestate as fields of
-// their own when the event has them.
+// their own when the event has them, and key_seq for a keyed event.
 TEST_F(RedisStreamSink, FieldsArriveByteForByte) {
   const std::string stream = unique_name("raw");
   auto sink = open_redis_stream_sink(sink_url(stream));
@@ -160,6 +161,10 @@ TEST_F(RedisStreamSink, FieldsArriveByteForByte) {
         want.push_back(trace);
         want.push_back(it->second);
       }
+    if (!e.key.empty()) {  // the key position (outpost/key_seq.h)
+      want.emplace_back(kKeySeqField);
+      want.push_back(std::to_string(e.seq));
+    }
     const redisReply* fields = reply->element[i]->element[1];
     ASSERT_EQ(fields->elements, want.size()) << i;
     for (std::size_t f = 0; f < want.size(); ++f)

@@ -16,6 +16,7 @@
 
 #include "outpost/error.h"
 #include "outpost/event.h"
+#include "outpost/key_seq.h"
 #include "outpost/sink.h"
 #include "sink_cases.h"
 #include "store_cases.h"  // require_all_endpoints()
@@ -154,6 +155,40 @@ TEST_P(SinkConformance, DeliversTheTraceContextUnderItsStandardName) {
     } else {
       EXPECT_EQ(got_state, nullptr) << r.id;
     }
+  }
+}
+
+// Issue 20 item 5: every event of a non-empty key arrives with its key position, the store's
+// seq (outpost/key_seq.h, kKeySeqHeader): header `outpost-key-seq` on HTTP, Kafka and NATS, field
+// (Redis Streams) or JSON member (file) `key_seq`; a consumer compares it with the last one it
+// saw of the key to detect an inversion. Events without a key carry none. The seqs here are not
+// contiguous, as a store's are not per key.
+TEST_P(SinkConformance, EventsOfAKeyCarryTheirKeyPosition) {
+  auto events = make_events(14);
+  for (std::size_t i = 0; i < events.size(); ++i)
+    events[i].seq = static_cast<std::int64_t>(1000 * i + 7 * (i % 3) + 1);
+  deliver_all(events, 7);
+  auto received = fixture_.read_back(events.size());
+  ASSERT_EQ(received.size(), events.size());
+  for (const auto& r : received) {
+    const StoredEvent* sent = nullptr;
+    for (const auto& e : events)
+      if (e.id.str() == r.id) sent = &e;
+    ASSERT_NE(sent, nullptr) << r.id;
+    std::vector<std::string> positions;
+    for (const auto& [k, v] : r.headers) {
+      std::string name;
+      for (char c : k) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (name == kKeySeqHeader || name == kKeySeqField) positions.push_back(v);
+    }
+    if (sent->key.empty()) {
+      EXPECT_TRUE(positions.empty()) << r.id << ": a key position for an event without a key";
+      continue;
+    }
+    ASSERT_EQ(positions.size(), 1u)
+        << r.id << " (key " << sent->key << "): no '" << kKeySeqHeader << "' header or '"
+        << kKeySeqField << "' field, or more than one";
+    EXPECT_EQ(positions[0], std::to_string(sent->seq)) << r.id;
   }
 }
 

@@ -243,6 +243,22 @@ TEST(JsonTest, AMisspeltFieldIsFoundByTheOneEditDistance) {
             std::string::npos);
 }
 
+// The key position (outpost/key_seq.h, kKeySeqField) of a stored event with a key: printed after
+// "key" (events list, the file sink), accepted and not read on input, also by `emit -`.
+TEST(JsonTest, KeySeqIsPrintedForKeyedStoredEventsAndAcceptedOnInput) {
+  StoredEvent e;
+  static_cast<Event&>(e) = Event::make("t", "{}", "k");
+  e.seq = 4711;
+  const std::string line = to_json(e);
+  EXPECT_NE(line.find(R"("key":"k","key_seq":4711,)"), std::string::npos) << line;
+  EXPECT_EQ(event_from_json(line, JsonInput::strict).key, "k");
+  e.key.clear();
+  EXPECT_EQ(to_json(e).find("key_seq"), std::string::npos) << "no key, no order, no position";
+  e.key = "k";
+  e.seq = 0;
+  EXPECT_EQ(to_json(e).find("key_seq"), std::string::npos) << "not read from a store";
+}
+
 TEST(JsonTest, DeliverAtRoundTrips) {
   Event e = Event::make("reminder.due", "{}");
   e.deliver_at = parse_rfc3339("2026-11-27T09:00:00.250000Z");

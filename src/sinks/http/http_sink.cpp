@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/cloudevents.h"
+#include "core/key_seq.h"
 #include "core/redact.h"
 #include "core/sink_batch.h"
 #include "core/url.h"
@@ -326,6 +327,9 @@ class HttpSink final : public Sink {
       add(k + ": " + ce_header_value(v));
     }
     add("Idempotency-Key: " + e.id.str());
+    char seq[24];
+    if (auto key_seq = core::format_key_seq(e, seq); !key_seq.empty())
+      add(std::string(kKeySeqHeader) + ": " + std::string(key_seq));  // outpost/key_seq.h
     for (const auto& [k, v] : config_.headers) add(k + ": " + v);
     add("Expect:");  // no 100-continue round trip for large bodies
     req->headers.reset(list);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/cloudevents.h"
+#include "core/key_seq.h"
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
@@ -223,6 +224,9 @@ class KafkaSink final : public Sink {
     const std::string_view id = core::format_event_id(event.id, id_buf);
     core::for_each_cloudevents_header(event, id, time_, attr_, add);
     add("outpost-id", id);
+    char seq[24];
+    if (auto key_seq = core::format_key_seq(event, seq); !key_seq.empty())
+      add(kKeySeqHeader, key_seq);  // the key position (outpost/key_seq.h)
     return h;
   }
 

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/key_seq.h"
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
@@ -315,6 +316,9 @@ class NatsSink final : public Sink {
         event, id, time_, attr_, [&](std::string_view name, std::string_view value) {
           natsMsgHeader_Set(msg.get(), name.data(), header_safe(value, clean_));
         });
+    char seq[24];
+    if (auto key_seq = core::format_key_seq(event, seq); !key_seq.empty())
+      natsMsgHeader_Set(msg.get(), kKeySeqHeader.data(), key_seq.data());  // outpost/key_seq.h
     const natsMsg* key = msg.get();
     {
       std::lock_guard lock(mu_);

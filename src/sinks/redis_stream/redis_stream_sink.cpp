@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/key_seq.h"
 #include "core/sink_batch.h"
 #include "core/url.h"
 #include "outpost/error.h"
@@ -167,9 +168,15 @@ class RedisStreamSink final : public Sink {
       // a consumer's tracing code reads it without parsing the headers JSON.
       const auto parent = e.headers.find(header::kTraceparent);
       const auto state = e.headers.find(header::kTracestate);
-      const int trace_fields = (parent != e.headers.end()) + (state != e.headers.end());
+      // The key position (outpost/key_seq.h), for events with a key.
+      char seq[24];
+      const std::string_view key_seq = core::format_key_seq(e, seq);
+      const int extra_fields =
+          (parent != e.headers.end()) + (state != e.headers.end()) + !key_seq.empty();
       out_ += "*";
-      out_ += trace_fields == 0 ? "15" : trace_fields == 1 ? "17" : "19";
+      const int fields = 15 + 2 * extra_fields;  // at most 21: two digits
+      out_ += static_cast<char>('0' + fields / 10);
+      out_ += static_cast<char>('0' + fields % 10);
       out_ += "\r\n$4\r\nXADD\r\n";
       bulk(*streams[i]);
       out_ += "$1\r\n*\r\n$2\r\nid\r\n";
@@ -191,6 +198,10 @@ class RedisStreamSink final : public Sink {
       if (state != e.headers.end()) {
         out_ += "$10\r\ntracestate\r\n";
         bulk(state->second);
+      }
+      if (!key_seq.empty()) {
+        bulk(kKeySeqField);
+        bulk(key_seq);
       }
     }
     out_ += "*1\r\n$4\r\nEXEC\r\n";

@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -65,11 +66,9 @@ class MemoryStore final : public Store {
     TimePoint t = now();
     std::unordered_set<std::string> blocked_keys;
     // strict (on_dead=hold): a dead letter holds back the later events of its key until it is
-    // retried or discarded (store.h). Its lowest dead seq per key.
-    std::unordered_map<std::string, std::int64_t> dead_heads;
-    if (order == ClaimOrder::strict)
-      for (const auto& [seq, d] : dead_)
-        if (!d.key.empty()) dead_heads.emplace(d.key, seq);  // dead_ is in seq order
+    // retried or discarded (store.h).
+    strict_ = order == ClaimOrder::strict;
+    const auto dead_heads = strict_ ? dead_heads_locked() : DeadHeads{};
     for (auto& [seq, row] : live_) {
       if (batch.events.size() >= max) break;
       bool claimable = row.due_at <= t && (row.lease_owner.empty() || row.lease_until <= t);
@@ -183,18 +182,21 @@ class MemoryStore final : public Store {
     for (const auto& [seq, row] : live_) {
       if (!row.lease_owner.empty() && row.lease_until > t)
         ++s.leased;
-      else if (row.event.attempts == 0 && row.due_at > t)
-        ++s.scheduled;  // never attempted, due later: held by its deliver_at
+      else if (scheduled(row, t))
+        ++s.scheduled;
       else
         ++s.pending;
     }
     s.dead = static_cast<std::int64_t>(dead_.size());
     s.archived = static_cast<std::int64_t>(archive_.size());
-    if (!live_.empty()) {
-      TimePoint oldest = t;
-      for (const auto& [seq, row] : live_) oldest = std::min(oldest, row.event.occurred_at);
-      s.oldest_pending_age = std::chrono::duration_cast<Duration>(t - oldest);
-    }
+    // The oldest undelivered event that is not scheduled (an event scheduled for tomorrow is not
+    // a stuck one), as PostgreSQL counts it.
+    std::optional<TimePoint> oldest;
+    for (const auto& [seq, row] : live_)
+      if (!scheduled(row, t) && (!oldest || row.event.occurred_at < *oldest))
+        oldest = row.event.occurred_at;
+    if (oldest)
+      s.oldest_pending_age = std::chrono::duration_cast<Duration>(t - std::min(t, *oldest));
     return s;
   }
 
@@ -266,24 +268,34 @@ class MemoryStore final : public Store {
     return n;
   }
 
+  // A discard unblocks the key of the dead letter under strict claims: it wakes the waiters.
   std::size_t discard(std::span<const EventId> ids) override {
-    std::lock_guard lock(mu_);
     std::size_t n = 0;
-    for (const auto& id : ids) {
-      auto it = dead_by_id_.find(id);
-      if (it == dead_by_id_.end()) continue;
-      dead_.erase(it->second);
-      dead_by_id_.erase(it);
-      ++n;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& id : ids) {
+        auto it = dead_by_id_.find(id);
+        if (it == dead_by_id_.end()) continue;
+        dead_.erase(it->second);
+        dead_by_id_.erase(it);
+        ++n;
+      }
+      ++generation_;
     }
+    cv_.notify_all();
     return n;
   }
 
   std::size_t discard_all() override {
-    std::lock_guard lock(mu_);
-    std::size_t n = dead_.size();
-    dead_.clear();
-    dead_by_id_.clear();
+    std::size_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      n = dead_.size();
+      dead_.clear();
+      dead_by_id_.clear();
+      ++generation_;
+    }
+    cv_.notify_all();
     return n;
   }
 
@@ -294,12 +306,19 @@ class MemoryStore final : public Store {
     // Wake no later than the next retry or lease expiry, so due work is not left waiting.
     // Only events that could be claimed then count: one held back behind an unsettled earlier
     // event of its key (ordered mode) would make the caller wake at once and claim nothing.
+    // Under strict claims (the last claim's order) an event held behind a dead letter of its
+    // key is no work either, due or not, until the dead letter is retried or discarded (which
+    // wakes the waiters).
     TimePoint t = now();
     TimePoint until = t + max;
     std::unordered_set<std::string> blocked_keys;
+    const auto dead_heads = strict_ ? dead_heads_locked() : DeadHeads{};
     for (const auto& [seq, row] : live_) {
       bool keyed = !row.event.key.empty();
       if (keyed && blocked_keys.contains(row.event.key)) continue;
+      if (auto it = keyed ? dead_heads.find(row.event.key) : dead_heads.end();
+          it != dead_heads.end() && it->second < seq)
+        continue;
       bool leased = !row.lease_owner.empty() && row.lease_until > t;
       TimePoint ready = leased ? row.lease_until : row.due_at;
       if (ready > t && keyed) blocked_keys.insert(row.event.key);
@@ -324,6 +343,20 @@ class MemoryStore final : public Store {
     Row& row = live_.at(it->second);
     if (row.lease_owner != batch.lease.owner) return nullptr;
     return &row;
+  }
+
+  // Never attempted, not leased, due later: held by its deliver_at (StoreStats::scheduled).
+  static bool scheduled(const Row& row, TimePoint t) {
+    return row.event.attempts == 0 && row.lease_owner.empty() && row.due_at > t;
+  }
+
+  // The lowest dead seq of each key with a dead letter. Caller holds mu_.
+  using DeadHeads = std::unordered_map<std::string, std::int64_t>;
+  DeadHeads dead_heads_locked() const {
+    DeadHeads heads;
+    for (const auto& [seq, d] : dead_)
+      if (!d.key.empty()) heads.emplace(d.key, seq);  // dead_ is in seq order: the first stays
+    return heads;
   }
 
   static EventState state_of(const Row& row, TimePoint t) {
@@ -392,6 +425,7 @@ class MemoryStore final : public Store {
   std::deque<std::pair<StoredEvent, TimePoint>> archive_;              // guarded by mu_
   std::uint64_t generation_ = 0;                                       // guarded by mu_
   std::uint64_t interrupts_ = 0;                                       // guarded by mu_
+  bool strict_ = false;  // guarded by mu_: the last claim was ClaimOrder::strict
 };
 
 }  // namespace

@@ -65,10 +65,13 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   renew_lost = "SELECT count(*) FROM " + t +
                " WHERE lease_owner IS NOT NULL AND lease_owner <> ?1 AND " + in_list;
   // Scheduled (StoreStats::scheduled): never tried, not leased, due later (deliver_at).
+  // The oldest undelivered event leaves the scheduled ones out (an event scheduled for tomorrow
+  // is not a stuck one), as PostgreSQL counts it.
+  const std::string scheduled = "attempts = 0 AND lease_owner IS NULL AND due_at > " + now;
   stats = "SELECT count(*), coalesce(sum(lease_owner IS NOT NULL AND lease_until > " + now +
-          "), 0), (SELECT min(occurred_at) FROM " + body + "), " + now +
-          ", coalesce(sum(attempts = 0 AND lease_owner IS NULL AND due_at > " + now +
-          "), 0) FROM " + t;
+          "), 0), (SELECT min(b.occurred_at) FROM " + body + " AS b JOIN " + t +
+          " AS s ON s.seq = b.seq WHERE NOT (" + scheduled + ")), " + now + ", coalesce(sum(" +
+          scheduled + "), 0) FROM " + t;
   count_dead = "SELECT count(*) FROM " + t + "_dead";
   // ClaimOrder::strict: a key with a dead letter waits until it is retried or discarded.
   dead_keys = "SELECT DISTINCT key FROM " + t + "_dead WHERE key <> ''";
@@ -98,10 +101,14 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   find_bodies =
       "SELECT id FROM " + body + " WHERE hex(id) IN (SELECT value FROM json_each(?1)) LIMIT 1";
   find_dead = "SELECT 1 FROM " + t + "_dead WHERE id = ?1";
-  next_due = "SELECT min(w) - " + now +
-             " FROM (SELECT CASE WHEN lease_owner IS NOT NULL THEN lease_until ELSE due_at "
-             "END AS w FROM " +
-             t + " WHERE attempts > 0 OR due_at > 0) WHERE w > " + now + " - 1000";
+  const std::string due_rows =
+      "SELECT CASE WHEN lease_owner IS NOT NULL THEN lease_until ELSE "
+      "due_at END AS w FROM " +
+      t + " WHERE (attempts > 0 OR due_at > 0)";
+  next_due = "SELECT min(w) - " + now + " FROM (" + due_rows + ") WHERE w > " + now + " - 1000";
+  // ClaimOrder::strict: the events of a key with a dead letter are held however due (dead_keys).
+  next_due_strict = "SELECT min(w) - " + now + " FROM (" + due_rows + " AND key NOT IN (" +
+                    dead_keys + ")) WHERE w > " + now + " - 1000";
 }
 
 // State rows first (they take the sequence: consecutive within one statement under the write

@@ -30,8 +30,8 @@ struct SqlText {
   std::string delete_dead_one, delete_orphan_bodies, delete_revived, delete_seq, discard_all;
   std::string find_bodies, find_dead, insert_body_full, insert_state_full, list, list_archive;
   std::string list_dead;
-  std::string nack_dead, nack_retry, next_due, prune, prune_dead, release, renew, renew_lost,
-      retry_all;
+  std::string nack_dead, nack_retry, next_due, next_due_strict, prune, prune_dead, release, renew,
+      renew_lost, retry_all;
   std::string retry_all_body, retry_one, retry_one_body, scan, stats;
 };
 

@@ -301,8 +301,10 @@ class SqliteStore final : public Store {
     return n;
   }
 
+  // A discard unblocks its key under strict claims, which wait_for_work then no longer skips:
+  // it wakes the waiters of this process (other processes see the commit's data_version).
   std::size_t discard(std::span<const EventId> ids) override {
-    return write_txn([&](Conn& c) {
+    std::size_t n = write_txn([&](Conn& c) {
       std::size_t count = 0;
       for (const auto& id : ids) {
         Use d(c.prepare(sql_.delete_dead_one));
@@ -311,13 +313,17 @@ class SqliteStore final : public Store {
       }
       return count;
     });
+    if (n) notify();
+    return n;
   }
 
   std::size_t discard_all() override {
-    return write_txn([&](Conn& c) {
+    std::size_t n = write_txn([&](Conn& c) {
       Use d(c.prepare(sql_.discard_all));
       return static_cast<std::size_t>(run(c.db(), d, "discarding dead events"));
     });
+    if (n) notify();
+    return n;
   }
 
   // --- wake-ups ---
@@ -495,6 +501,7 @@ class SqliteStore final : public Store {
   void claim_in_txn(Conn& c, ClaimedBatch& batch, std::size_t max, Duration lease,
                     ClaimOrder order) {
     claim_dv_ = data_version(c);
+    last_claim_strict_ = order == ClaimOrder::strict;
     {
       std::lock_guard l(shared_->mu);
       claim_gen_ = shared_->generation;
@@ -542,7 +549,8 @@ class SqliteStore final : public Store {
   std::optional<Duration> next_due_in() {
     try {
       return read([&](Conn& c) -> std::optional<Duration> {
-        Use s(c.prepare(sql_.next_due));
+        // Under strict claims a key with a dead letter waits however due its events are.
+        Use s(c.prepare(last_claim_strict_.load() ? sql_.next_due_strict : sql_.next_due));
         if (!step_row(c.db(), s, "finding the next due event") ||
             sqlite3_column_type(s, 0) == SQLITE_NULL)
           return std::nullopt;
@@ -571,6 +579,8 @@ class SqliteStore final : public Store {
   std::atomic<std::uint64_t> claim_gen_{0};  // shared generation at the last claim
   // The last claim stopped after its scan window (see claim_in_txn); written under the lock.
   std::atomic<bool> last_claim_truncated_{false};
+  // The last claim was ClaimOrder::strict (on_dead=hold): wait_for_work skips held keys.
+  std::atomic<bool> last_claim_strict_{false};
   std::uint64_t interrupts_ = 0;  // guarded by shared_->mu
 
   std::mutex prune_mu_;
