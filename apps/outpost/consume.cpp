@@ -220,7 +220,7 @@ ConsumerProbe::Move ConsumeBridge::seek(const std::string& to, bool reprocess) c
   const SeekTarget target = parse_seek_target(to, "to");
   return with_probe_store([&](CheckpointStore& s) {
     if (!probe_source_) probe_source_ = open_source(args_.from);
-    auto m = seek_consumer_group(s, *probe_source_, args_.group, target, reprocess);
+    auto m = seek_consumer_group(s, *probe_source_, args_.group, target, reprocess, "to");
     return Move{m.source, m.from, m.to};
   });
 }

@@ -48,11 +48,21 @@ std::string shown_position(const std::string& position) {
 }
 
 GroupMove seek_consumer_group(CheckpointStore& store, Source& log, const std::string& group,
-                              const SeekTarget& target, bool reprocess) {
+                              const SeekTarget& target, bool reprocess, std::string_view what) {
   auto g = bound_group(store, log, group);
   GroupMove m;
   m.source = g.source;
-  m.to = log.position_for(target);  // reads the log; a bad position is a ConfigError naming it
+  try {
+    m.to = log.position_for(target);  // reads the log; a bad position is a ConfigError naming it
+  } catch (const ConfigError& e) {
+    // Text that is neither a keyword nor a time was taken for a position: say what `what` takes
+    // before the log's own words about its positions.
+    if (target.kind != SeekTarget::Kind::position) throw;
+    throw ConfigError(std::string(what) + " '" + target.position +
+                      "': expected beginning, end, a position of the group's log or an RFC 3339 "
+                      "time (2026-11-26T09:00:00Z); as a position: " +
+                      e.what());
+  }
   auto old = store.seek(group, m.to, reprocess);
   if (!old) throw no_group(store, group);  // deleted meanwhile
   m.from = *old;

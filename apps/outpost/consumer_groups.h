@@ -24,9 +24,11 @@ struct GroupMove {
 // Resolves `target` in `log` (the group's log, checked against the one it is bound to), writes
 // it (CheckpointStore::seek) and then the log's registration (Redis Streams' trimming registry).
 // Throws Error(not_found) naming the group when there is none (nothing written), ConfigError
-// for a position the log does not take or a log the group does not read.
+// for a position the log does not take (naming `what` and the targets it takes) or a log the
+// group does not read.
 GroupMove seek_consumer_group(CheckpointStore& store, Source& log, const std::string& group,
-                              const SeekTarget& target, bool reprocess);
+                              const SeekTarget& target, bool reprocess,
+                              std::string_view what = "--to");
 // Drops the log's registration of the group, then deletes its checkpoint, dead letters and
 // inbox rows (CheckpointStore::delete_group). Same errors as seek_consumer_group.
 DeletedGroup delete_consumer_group(CheckpointStore& store, Source& log, const std::string& group);

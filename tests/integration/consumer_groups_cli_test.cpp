@@ -146,6 +146,17 @@ TEST(ConsumerGroupsCli, SeekMovesAGroupToEachTargetAndDeleteForgetsIt) {
     r = seek("5");
     EXPECT_EQ(r.code, 2) << r.all();
     EXPECT_NE(r.err.find("'5'"), std::string::npos) << r.err;
+    // Not a time and not a position (before: only the file source's words about checkpoints):
+    // exit 2 saying what --to takes, nothing written.
+    for (const char* bad : {"yesterday", "2026-13-45T00:00:00Z"}) {
+      r = seek(bad);
+      EXPECT_EQ(r.code, 2) << r.all();
+      EXPECT_NE(r.err.find(std::string("--to '") + bad +
+                           "': expected beginning, end, a position "
+                           "of the group's log or an RFC 3339 time"),
+                std::string::npos)
+          << r.err;
+    }
     r = run_cli({"consumers", "--checkpoint", cp, "list", "--json"});
     EXPECT_NE(r.out.find("\"position\":\"" + end + "@"), std::string::npos) << r.out;
 
