@@ -354,14 +354,19 @@ class FileSource final : public Source {
                true);
       offset_ = end;
     }
-    std::string finished = file_.name;
+    // The finished file where it is now (LOG.1 after logrotate's rename), not the path it was
+    // opened at, which names the file reopened below.
+    LogFile now_at = logdir_.find_by_identity(file_.identity());
+    std::string finished = "'" + (now_at ? now_at.name : file_.name) + "'" +
+                           (now_at ? "" : " (no longer in its directory)");
+    now_at = {};
     std::int64_t at = offset_;
     LogFile next = logdir_.next_rotated(file_, current);
     previous_ = std::move(file_);
     following_ = !next;
     file_ = next ? std::move(next) : std::move(current);
     offset_ = 0;
-    notice("rotated: read '" + finished + "' to its end (byte " + std::to_string(at) +
+    notice("rotated: read " + finished + " to its end (byte " + std::to_string(at) +
                "), now reading '" + file_.name + "' from byte 0",
            false);
     return true;

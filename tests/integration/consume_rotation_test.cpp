@@ -115,6 +115,17 @@ TEST(ConsumeRotation, RunningThroughRotationsDeliversEverything) {
   ASSERT_TRUE(wait_until([&] { return s.delivered().size() >= ids.size(); }, 60s))
       << s.delivered().size() << " of " << ids.size() << "\n"
       << read_file(s.dir / "consume.log");
+  // The line names the finished file where it is now, and the file reopened at the path (before:
+  // the path both times, "read 'log.jsonl' to its end, now reading 'log.jsonl'").
+  ASSERT_TRUE(wait_until(
+      [&] { return read_file(s.dir / "consume.log").find("rotated: read") != std::string::npos; },
+      60s));
+  EXPECT_NE(read_file(s.dir / "consume.log")
+                .find("rotated: read '" + s.log + ".1' to its end (byte " +
+                      std::to_string(fs::file_size(s.log + ".1")) + "), now reading '" + s.log +
+                      "' from byte 0"),
+            std::string::npos)
+      << read_file(s.dir / "consume.log");
 
   // logrotate's `create`: an empty new file at once while the writer still appends to the
   // renamed one until it reopens; and the old LOG.1 is replaced by the next one.
