@@ -1,6 +1,6 @@
 // outpost bench: end-to-end throughput, latency, RSS and the raw engine's baseline in one run.
 //   outpost bench --store URL [--sink URL] [--events N] [--producers P] [--rate R] [--json] ...
-// Prints a readable table; with --json one JSON object is printed last (DESIGN §6).
+// Prints a readable table; with --json one JSON object is printed last (docs/benchmarks.md).
 
 #include <cmath>
 #include <iostream>

@@ -1,7 +1,7 @@
 #pragma once
 // Shared pieces of the `outpost` command line: each subcommand lives in its own file and
 // registers itself on the root CLI11 app, returning the function main() runs when that
-// subcommand was chosen. Exit codes (DESIGN §6): 0 ok, 2 usage/config error, 1 runtime failure.
+// subcommand was chosen. Exit codes (docs/cli.md): 0 ok, 2 usage/config error, 1 runtime failure.
 
 #include <CLI/CLI.hpp>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Opening stores and sinks by URL (DESIGN §6). A scheme is available when its backend is linked
+// Opening stores and sinks by URL (docs/cli.md). A scheme is available when its backend is linked
 // into the program: each backend library registers its schemes with this registry (CMake target
 // outpost::sqlite, pkg-config outpost-sqlite, ...), so a program that links only SQLite gets
 // sqlite: (plus memory: and file:, which need no client library) and no other client library.

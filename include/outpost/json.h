@@ -1,5 +1,5 @@
 #pragma once
-// The one JSON encoding of an event (DESIGN §6, docs/cli.md), used by the file sink,
+// The one JSON encoding of an event (docs/cli.md, "JSON encoding"), used by the file sink,
 // `outpost emit -`, `outpost events list|dead` and the consumers:
 //   {"attempts":N,"headers":{…},"id":"…","key":"…","occurred_at":"RFC 3339",
 //    "payload":<JSON value or string> | "payload_base64":"…","type":"…"}

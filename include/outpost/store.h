@@ -1,6 +1,6 @@
 #pragma once
 // The Store interface: where the outbox lives. Every backend implements the same life cycle
-// (DESIGN §2):
+// (docs/architecture.md, "The path of one event"):
 //
 //   append (in the caller's txn) -> pending(due_at = now)
 //   pending  --claim--> leased(owner, lease_until), attempts + 1

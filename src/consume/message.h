@@ -1,5 +1,5 @@
 #pragma once
-// Messages of every source are the DESIGN §6 JSON encoding of an event (the file sink's lines,
+// Messages of every source are events in the JSON encoding of docs/cli.md (the file sink's lines,
 // the JSON a broker source builds from an entry's fields); one decoder for all of them.
 
 #include <functional>
@@ -27,7 +27,7 @@ void finish_cloudevents_message(Message& m, const std::string& id_text,
                                 const std::function<std::string()>& where);
 
 // What a dead letter keeps of `m`: the message as read (a JSON line), or the event's JSON
-// (DESIGN §6) for messages a broker source rebuilt from fields and headers.
+// (docs/cli.md) for messages a broker source rebuilt from fields and headers.
 std::string dead_letter_payload(const Message& m);
 
 }  // namespace outpost::consume

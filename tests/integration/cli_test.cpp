@@ -1,4 +1,4 @@
-// Black-box tests of the `outpost` command line (DESIGN §6): emit (flags, headers, stdin batch in
+// Black-box tests of the `outpost` command line (docs/cli.md): emit (flags, headers, stdin batch in
 // one transaction), relay --until-empty to a file sink, events stats/list/dead/retry/discard,
 // --metrics and SIGTERM drain, and the exit codes: 2 with the bad flag / URL part named, 1 for
 // runtime failures.

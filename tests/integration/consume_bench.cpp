@@ -9,8 +9,8 @@
 //              every partition, a pull consumer's Fetch(B) on JetStream;
 //   parse baseline (file only): getline plus nlohmann::json::parse of each line, the least any
 //              reader of a JSON-lines log does (the plain getline parses nothing);
-// and prints one JSON object per log (DESIGN §6 names where they apply; there is no latency
-// phase):
+// and prints one JSON object per log (docs/benchmarks.md names where they apply; there is no
+// latency phase):
 //   {"log":"file","events":N,"batch":B,"events_per_s":X,"baseline_events_per_s":X,"ratio":X,
 //    "source_events_per_s":X,"peak_rss_mb":X,"rss_tenth_mb":X,"rss_end_mb":X,
 //    "cpu_us_per_event":X,"source_cpu_us_per_event":X[,"parse_baseline_events_per_s":X,

@@ -1,4 +1,4 @@
-// The one JSON encoding of an event (DESIGN §6): round trip, payloads that are JSON embedded as
+// The one JSON encoding of an event (docs/cli.md): round trip, payloads that are JSON embedded as
 // values and others carried as strings, required fields, and errors naming the bad field.
 
 #include <gtest/gtest.h>
