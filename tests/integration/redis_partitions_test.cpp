@@ -295,6 +295,86 @@ TEST(RedisPartitions, AStoppedRelayHandsItsPartitionsOverAtOnce) {
   EXPECT_EQ(got, 4u) << "the stopped relay's partitions were not handed over";
 }
 
+// Runs one command on the test server (OUTPOST_TEST_REDIS_URL's first host and database).
+void redis_command(const std::string& url, const std::vector<std::string>& argv) {
+  const core::Url u = core::Url::parse(url);
+  redisContext* c = redisConnect(u.hosts().front().host.c_str(), u.hosts().front().port);
+  ASSERT_TRUE(c && !c->err);
+  std::vector<const char*> args;
+  std::vector<std::size_t> lens;
+  std::vector<std::string> all = argv;
+  if (!u.path().empty() && u.path() != "0") all = {"SELECT", u.path()};
+  auto run = [&](const std::vector<std::string>& cmd) {
+    args.clear();
+    lens.clear();
+    for (const auto& a : cmd) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data()));
+    if (r) freeReplyObject(r);
+  };
+  if (all != argv) run(all);
+  run(argv);
+  redisFree(c);
+}
+
+// A partition whose claim fails (here: its pending set is not a sorted set) does not cost the
+// batches already claimed from the others, in a claim and in a settle_and_claim: they are
+// returned (before, the error dropped them, leased until their lease ended, a crash counted).
+TEST(RedisPartitions, AFailingPartitionDoesNotDropWhatTheOthersClaimed) {
+  const auto base = testing::env("OUTPOST_TEST_REDIS_URL");
+  if (!base) {
+    if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  // A fresh outbox of 2 partitions with 20 keys' events, partition 1 broken afterwards; a new
+  // store's first claim asks partition 0 first.
+  auto broken_outbox = [&] {
+    const std::string prefix = testing::unique_name("part_");
+    auto store = open_redis_store(*base + "?prefix=" + prefix + "&partitions=2");
+    std::vector<Event> events;
+    for (int k = 0; k < 20; ++k) events.push_back(make("k" + std::to_string(k), 0));
+    store->append(events);
+    redis_command(*base, {"SET", "{" + prefix + ":p1}:v3:pending", "broken"});
+    return store;
+  };
+  auto ids_of = [](const ClaimedBatch& b) {
+    std::vector<EventId> ids;
+    for (const auto& e : b.events) ids.push_back(e.id);
+    return ids;
+  };
+  {
+    auto store = broken_outbox();
+    ClaimedBatch b;
+    try {
+      b = store->claim(100, 30s);
+    } catch (const std::exception& e) {
+      FAIL() << "claim: partition 1's error dropped partition 0's batch: " << e.what();
+    }
+    ASSERT_FALSE(b.empty());
+    EXPECT_EQ(store->ack(b, ids_of(b)), b.events.size());
+  }
+  {
+    auto store = broken_outbox();
+    ClaimedBatch first = store->claim(1, 30s);  // partition 0 only: the batch is full
+    ASSERT_EQ(first.events.size(), 1u);
+    const std::vector<EventId> acks = ids_of(first);
+    SettleCounts counts;
+    ClaimedBatch next;
+    try {
+      next = store->settle_and_claim(first, Settlement{acks, {}, {}}, counts, 100, 30s,
+                                     ClaimOrder::ordered);
+    } catch (const std::exception& e) {
+      FAIL() << "settle_and_claim: partition 1's error dropped partition 0's batch: " << e.what();
+    }
+    EXPECT_EQ(counts.acked, 1u);
+    ASSERT_FALSE(next.empty()) << "partition 0 holds more than one of the 20 keys";
+    EXPECT_EQ(store->ack(next, ids_of(next)), next.events.size());
+  }
+}
+
 // On a 3-master Redis Cluster (OUTPOST_TEST_REDIS_CLUSTER_URL) each partition is its own slot:
 // the partitions spread over the masters, and two relays deliver everything in key order.
 TEST(RedisPartitions, OnAClusterThePartitionsSpreadOverTheMasters) {

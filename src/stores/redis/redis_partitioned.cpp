@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -154,6 +155,7 @@ class PartitionedStore final : public Store {
     }
     std::vector<ClaimedBatch> got;
     std::vector<int> asked;
+    std::exception_ptr error;
     std::size_t n = 0;
     for (auto& pb : parts) {
       const ClaimedBatch& part = whole ? done : pb.batch;
@@ -172,18 +174,24 @@ class PartitionedStore final : public Store {
       if (!take_here) enter(pb.p);
       Leave leave{*this, pb.p, part.lease.owner};
       SettleCounts c;
-      ClaimedBatch b = parts_[pb.p].store->settle_and_claim(part, mine, c, take_here ? max - n : 0,
-                                                            lease, order);
+      ClaimedBatch b;
+      asked.push_back(pb.p);
+      try {
+        b = parts_[pb.p].store->settle_and_claim(part, mine, c, take_here ? max - n : 0, lease,
+                                                 order);
+      } catch (const std::exception&) {  // the other parts go on (see failed)
+        failed(pb.p, error);
+        continue;
+      }
       counts.acked += c.acked;
       counts.nacked += c.nacked;
       counts.released += c.released;
-      asked.push_back(pb.p);
       if (take_here && took(pb.p, b, lease)) {
         n += b.events.size();
         got.push_back(std::move(b));
       }
     }
-    return claim_from_owned(max, lease, order, std::move(got), std::move(asked));
+    return claim_from_owned(max, lease, order, std::move(got), std::move(asked), error);
   }
 
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
@@ -383,8 +391,11 @@ class PartitionedStore final : public Store {
 
   // Fills the batch from the owned partitions in turn (round robin), one claim each, until it
   // has `max` events; events of several partitions make one combined batch (combine).
+  // A partition's error does not drop what the others claimed (they stay leased otherwise,
+  // each counted as a crash): it is thrown only when the batch is empty (see failed).
   ClaimedBatch claim_from_owned(std::size_t max, Duration lease, ClaimOrder order,
-                                std::vector<ClaimedBatch> got = {}, std::vector<int> asked = {}) {
+                                std::vector<ClaimedBatch> got = {}, std::vector<int> asked = {},
+                                std::exception_ptr error = nullptr) {
     ready();
     const std::int64_t now = steady_ms();
     alive_until_ms_ = now + lease.count();
@@ -405,11 +416,18 @@ class PartitionedStore final : public Store {
       if (n >= max) break;
       if (!enter(p, now)) continue;
       Leave leave{*this, p, {}};
-      ClaimedBatch b = parts_[p].store->claim(max - n, lease, order);
+      ClaimedBatch b;
+      try {
+        b = parts_[p].store->claim(max - n, lease, order);
+      } catch (const std::exception&) {
+        failed(p, error);
+        continue;
+      }
       if (!took(p, b, lease)) continue;
       n += b.events.size();
       got.push_back(std::move(b));
     }
+    if (got.empty() && error) std::rethrow_exception(error);
     if (got.empty()) return {};
     if (got.size() == 1) return std::move(got.front());
     return combine(got);
@@ -499,6 +517,14 @@ class PartitionedStore final : public Store {
     parts_[p].open_until = steady_ms() + lease.count();
     cursor_ = (p + 1) % n_;
     return true;
+  }
+
+  // In a catch block of a call on partition p: keeps the first error (thrown if the batch
+  // stays empty) and asks p again only after kRetryHeldMs.
+  void failed(int p, std::exception_ptr& error) {
+    if (!error) error = std::current_exception();
+    std::lock_guard lock(mu_);
+    parts_[p].retry_at = steady_ms() + kRetryHeldMs;
   }
 
   // The partition of a batch of one partition, entered for its settlement (a Leave ends it);
