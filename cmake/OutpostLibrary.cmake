@@ -14,7 +14,8 @@ include(${CMAKE_CURRENT_LIST_DIR}/OutpostClients.cmake)
 # - `src/` is a private include directory: it is on the include path while building outpost
 #   (through the build-only `outpost_internal` target) and never in an installed interface.
 # - REGISTER: the backend registers its URL scheme(s) with the factory when it is linked in.
-#   src/factory/register/<component>.cpp holds a static registration object and the function
+#   register_<component>.cpp, in the folder of the CMakeLists.txt that declares the target (the
+#   backend's own folder), holds a static registration object and the function
 #   `outpost_register_<component>`; every program that links the target is linked with
 #   `--undefined=outpost_register_<component>`, so the linker keeps that object file from the
 #   archive (nothing else references it) and the scheme is there. Programs that do not link a
@@ -38,7 +39,7 @@ function(outpost_library target)
   target_link_libraries(${target} PUBLIC ${arg_PUBLIC}
                         PRIVATE ${arg_PRIVATE} $<BUILD_INTERFACE:outpost_internal>)
   if(arg_REGISTER)
-    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/factory/register/${arg_COMPONENT}.cpp)
+    target_sources(${target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/register_${arg_COMPONENT}.cpp)
     target_link_libraries(${target} PUBLIC outpost_factory)
     target_link_options(${target} INTERFACE "LINKER:--undefined=outpost_register_${arg_COMPONENT}")
     set_property(GLOBAL APPEND PROPERTY OUTPOST_REGISTERED_COMPONENTS ${arg_COMPONENT})

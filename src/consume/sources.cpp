@@ -1,5 +1,5 @@
 // open_source(): file: is built in; every other scheme comes from the broker source libraries
-// linked into the program, which register with the factory (src/factory/register/*_source.cpp).
+// linked into the program, which register with the factory (src/sinks/<x>/register_<x>_source.cpp).
 
 #include "consume/sources.h"
 

@@ -1,5 +1,5 @@
 // The scheme registry behind open_store/open_sink/open_source. Backends add themselves from static
-// registration objects (src/factory/register/*.cpp), which run before main() in any order, so
+// registration objects (each backend's register_*.cpp), which run before main() in any order, so
 // the tables are function-local statics guarded by a mutex, and listing order comes from a
 // fixed rank rather than from registration order.
 
