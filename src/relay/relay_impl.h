@@ -161,6 +161,7 @@ struct Relay::Impl {
   // Idle: returns false when run() should return (until_empty and nothing left).
   bool wait_when_idle();
   bool all_pending_held_by_dead_letters(const StoreStats& stats);
+  SteadyClock::time_point next_held_check{};  // relay thread only: see the function
 
   void sequential_run();
 

@@ -254,12 +254,17 @@ void Relay::Impl::pipelined_run() {
 // Under ClaimOrder::strict the events of a key behind a dead letter stay pending until an
 // operator retries or discards it, so "nothing left" for --until-empty means: every pending
 // event waits behind a dead letter of its key (docs/cli.md, relay --until-empty). Decided from
-// the store's own lists; when either is longer than we read, we keep running (never exit early).
+// the store's own lists; when either is longer than we read, we keep running. The lists are
+// read at most once a second, so a relay idling on a long retry backoff does not re-read them
+// every poll. (An event retried by hand while a later event of its key is dead counts as held.)
 bool Relay::Impl::all_pending_held_by_dead_letters(const StoreStats& stats) {
   constexpr std::size_t kMaxScan = 10000;
   if (options.order != ClaimOrder::strict || stats.dead == 0 ||
       stats.pending > std::int64_t{kMaxScan} || stats.dead > std::int64_t{kMaxScan})
     return false;
+  const auto now = SteadyClock::now();
+  if (now < next_held_check) return false;
+  next_held_check = now + std::chrono::seconds(1);
   std::set<std::string> dead_keys;
   for (const auto& d : store.dead(kMaxScan))
     if (!d.key.empty()) dead_keys.insert(d.key);
