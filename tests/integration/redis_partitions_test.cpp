@@ -375,6 +375,34 @@ TEST(RedisPartitions, AFailingPartitionDoesNotDropWhatTheOthersClaimed) {
   }
 }
 
+// A renewed batch keeps its partitions: a relay joining while it is delivered gets them only
+// once it is settled, so its ack is not fenced (before, the partition was given up, and its
+// writer lease no longer kept after an empty claim, when the claim's first lease ended: the
+// joining relay took its writer lease and the ack counted 0 there, the events coming again
+// later: duplicates). The wait only has to outlast the claim's
+// 1 s lease; a slow machine makes the test pass before the fix too, never fail after it.
+TEST(RedisPartitions, ARenewedBatchKeepsItsPartitionsUntilSettled) {
+  const std::string url = outbox_url("&partitions=2&writer_lease_ms=600");
+  REQUIRE_REDIS(url);
+  auto first = open_redis_store(url);
+  std::vector<Event> events;
+  for (int k = 0; k < 20; ++k) events.push_back(make("k" + std::to_string(k), 0));
+  first->append(events);
+  ClaimedBatch b = first->claim(100, 1s);  // joins alone: owns both partitions
+  ASSERT_EQ(b.events.size(), 20u);
+  ASSERT_TRUE(first->renew(b, 60s));
+  auto second = open_redis_store(url);
+  const auto until = SteadyClock::now() + 4s;
+  while (SteadyClock::now() < until) {
+    EXPECT_TRUE(first->claim(100, 1s).empty());  // still claiming: its beat goes on
+    EXPECT_TRUE(second->claim(100, 1s).empty());
+    std::this_thread::sleep_for(50ms);
+  }
+  std::vector<EventId> ids;
+  for (const auto& e : b.events) ids.push_back(e.id);
+  EXPECT_EQ(first->ack(b, ids), 20u) << "a partition was given up under a renewed batch";
+}
+
 // On a 3-master Redis Cluster (OUTPOST_TEST_REDIS_CLUSTER_URL) each partition is its own slot:
 // the partitions spread over the masters, and two relays deliver everything in key order.
 TEST(RedisPartitions, OnAClusterThePartitionsSpreadOverTheMasters) {

@@ -221,13 +221,15 @@ class PartitionedStore final : public Store {
       return s.release(b, mine);
     });
   }
-  // A combined batch's lease holds while every part's does.
+  // A combined batch's lease holds while every part's does. A renewed part keeps its partition
+  // open as long (beat gives it up only after, or the renewed batch's settlement is fenced).
   bool renew(const ClaimedBatch& batch, Duration lease) override {
     if (const int p = partition_in(batch.lease.owner, n_); p >= 0)
-      return parts_[p].store->renew(batch, lease);
+      return renewed(p, parts_[p].store->renew(batch, lease), lease);
     auto parts = split(batch);
     bool all = !parts.empty();
-    for (auto& pb : parts) all = parts_[pb.p].store->renew(pb.batch, lease) && all;
+    for (auto& pb : parts)
+      all = renewed(pb.p, parts_[pb.p].store->renew(pb.batch, lease), lease) && all;
     return all;
   }
 
@@ -516,6 +518,13 @@ class PartitionedStore final : public Store {
     parts_[p].open.insert(b.lease.owner);
     parts_[p].open_until = steady_ms() + lease.count();
     cursor_ = (p + 1) % n_;
+    return true;
+  }
+
+  bool renewed(int p, bool ok, Duration lease) {
+    if (!ok) return false;
+    std::lock_guard lock(mu_);
+    parts_[p].open_until = std::max(parts_[p].open_until, steady_ms() + lease.count());
     return true;
   }
 

@@ -400,10 +400,14 @@ class RedisStore final : public PartitionStore {
   // The writer lease ends at the earlier of two deadlines: writer_lease_ms after the holder's
   // last heartbeat (a crash: the standby takes over soon, whatever the event lease), and one
   // event lease after its relay last claimed or renewed (a hung relay, as without heartbeats).
-  // Each claim and renew starts a new event lease; returns the writer lease's length (ms) to
-  // set with it.
+  // Each claim and renew starts a new event lease; one ending sooner (an empty claim after a
+  // renew) does not shorten a batch's still held (its settlement would be fenced). Returns the
+  // writer lease's length (ms) to set with it.
   std::string writer_ms_while_alive(Duration lease) {
-    alive_until_ms_ = steady_ms() + lease.count();
+    const std::int64_t until = steady_ms() + lease.count();
+    std::int64_t was = alive_until_ms_.load();
+    while (was < until && !alive_until_ms_.compare_exchange_weak(was, until)) {
+    }
     return std::to_string(std::max<std::int64_t>(1, std::min(writer_lease_, lease).count()));
   }
 
