@@ -241,6 +241,8 @@ TEST(RedisPartitions, TheRecordedCountRefusesAnotherOneAndTheUnpartitionedLayout
     ADD_FAILURE() << "an unpartitioned URL claimed from a partitioned outbox";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
+    // A ConfigError: the CLI exits 2 on it (apps/outpost/main.cpp), 1 on a plain Error.
+    EXPECT_NE(dynamic_cast<const ConfigError*>(&e), nullptr) << "not a ConfigError: " << e.what();
     EXPECT_NE(std::string(e.what()).find("partitions=4"), std::string::npos) << e.what();
   }
   EXPECT_EQ(four->stats().pending, 1);

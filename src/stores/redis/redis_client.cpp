@@ -127,9 +127,11 @@ void throw_failure(const Failure& f) {
           std::pair{std::string_view("OUTPOST_LAYOUT"), ErrorCode::corrupt},
           std::pair{std::string_view("OUTPOST_PARTITIONS"), ErrorCode::config}}) {
       auto at = err.find(marker);
-      if (at != std::string::npos)
-        throw Error(ours, backend, err.substr(std::min(err.size(), at + marker.size() + 1)),
-                    std::string(marker));
+      if (at == std::string::npos) continue;
+      std::string message = err.substr(std::min(err.size(), at + marker.size() + 1));
+      // A URL that disagrees with the outbox is bad input: exit 2 on the CLI (error.h).
+      if (ours == ErrorCode::config) throw ConfigError(message, backend);
+      throw Error(ours, backend, message, std::string(marker));
     }
     // A refused password is the server's answer, as PostgreSQL's is: a connection error (exit 1
     // on the CLI; a running relay retries, so a rotated password can be fixed without a restart).
