@@ -503,20 +503,23 @@ class PartitionedStore final : public Store {
   static const EventId& id_of(const Nack& n) { return n.id; }
 
   // After a claim on partition p: a batch is noted as open (true), a partition another relay
-  // holds is asked again later.
+  // holds is asked again later. Only an empty claim means lost: a batch was claimed under the
+  // writer lease even if the heartbeat has lost it since (its settlement is fenced then).
   bool took(int p, ClaimedBatch& b, Duration lease) {
-    const bool lost = owning_ && !parts_[p].store->holds_writer_lease();
-    std::lock_guard lock(mu_);
-    if (lost) {
-      parts_[p].retry_at = steady_ms() + std::min<std::int64_t>(
-                                             kRetryHeldMs, std::max<std::int64_t>(
-                                                               1, parts_[p].store->next_hint_ms()));
+    if (b.empty()) {
+      if (owning_ && !parts_[p].store->holds_writer_lease()) {
+        const std::int64_t hint = parts_[p].store->next_hint_ms();
+        std::lock_guard lock(mu_);
+        parts_[p].retry_at =
+            steady_ms() + std::min<std::int64_t>(kRetryHeldMs, std::max<std::int64_t>(1, hint));
+      }
       return false;
     }
-    if (b.empty()) return false;
+    std::lock_guard lock(mu_);
     with_seqs(b.events, p);
     parts_[p].open.insert(b.lease.owner);
-    parts_[p].open_until = steady_ms() + lease.count();
+    // Never earlier than a renewed batch's (renewed).
+    parts_[p].open_until = std::max(parts_[p].open_until, steady_ms() + lease.count());
     cursor_ = (p + 1) % n_;
     return true;
   }
