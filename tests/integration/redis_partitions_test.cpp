@@ -26,6 +26,8 @@
 #include "outpost/error.h"
 #include "outpost/stores/redis.h"
 #include "store_cases.h"
+#include "stores/redis/redis_partition.h"
+#include "stores/redis/redis_url.h"
 
 namespace outpost {
 namespace {
@@ -403,6 +405,34 @@ TEST(RedisPartitions, ARenewedBatchKeepsItsPartitionsUntilSettled) {
   std::vector<EventId> ids;
   for (const auto& e : b.events) ids.push_back(e.id);
   EXPECT_EQ(first->ack(b, ids), 20u) << "a partition was given up under a renewed batch";
+}
+
+// A partition's writer lease once given up (to the relay it is assigned to now) is not taken
+// back by its old holder's lease keeping (heartbeat or renew, keep_writer_lease in prologue.lua):
+// before, with the fence unchanged it was, and that relay held a lock it would neither renew
+// nor release, the partition's new owner shut out until it expired.
+TEST(RedisPartitions, AGivenUpWriterLeaseIsNotTakenBack) {
+  const auto base = testing::env("OUTPOST_TEST_REDIS_URL");
+  if (!base) {
+    if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  const std::string prefix = testing::unique_name("part_");
+  const auto config = redis_store::parse_store_url(*base + "?prefix=" + prefix);
+  auto open = [&] {
+    return redis_store::open_partition(config.client, prefix + ":p0", Duration(60000),
+                                       StoreOptions{}, "", "p0.");
+  };
+  auto old_owner = open();
+  old_owner->append(std::vector<Event>{make("a", 1)});
+  ClaimedBatch b = old_owner->claim(10, 30s);
+  ASSERT_EQ(b.events.size(), 1u);
+  ASSERT_TRUE(old_owner->holds_writer_lease());
+  old_owner->give_up_writer_lease();
+  EXPECT_FALSE(old_owner->renew(b, 30s)) << "the given up writer lease was taken back";
+  auto new_owner = open();
+  EXPECT_TRUE(new_owner->claim(10, 30s).empty());  // the event is still leased
+  EXPECT_TRUE(new_owner->holds_writer_lease()) << "the partition is held by its old owner";
 }
 
 // On a 3-master Redis Cluster (OUTPOST_TEST_REDIS_CLUSTER_URL) each partition is its own slot:

@@ -27,13 +27,14 @@ local function fence_ok(fence)
   return redis.call('HGET', B .. 'writer', 'fence') == fence
 end
 -- Compare-and-renew of the writer lease for `ms`: ours -> extended; expired and nobody took it
--- since (fence unchanged) -> taken back; anything else -> lost (false).
+-- since (fence unchanged, still its owner: not given up, unlock.lua) -> taken back; anything
+-- else -> lost (false).
 local function keep_writer_lease(token, fence, ms)
   local lock = B .. 'lock'
   local cur = redis.call('GET', lock)
   if cur == token then
     if redis.call('PTTL', lock) < ms then redis.call('PEXPIRE', lock, ms) end
-  elseif not cur and fence_ok(fence) then
+  elseif not cur and fence_ok(fence) and redis.call('HGET', B .. 'writer', 'owner') == token then
     redis.call('SET', lock, token, 'PX', ms)
   else
     return false
