@@ -435,6 +435,33 @@ TEST(RedisPartitions, AGivenUpWriterLeaseIsNotTakenBack) {
   EXPECT_TRUE(new_owner->holds_writer_lease()) << "the partition is held by its old owner";
 }
 
+// A combined batch's parts stay open until settled: an ack that settles none of a part's
+// events (here: of none at all) does not let the beat give that partition up under the batch
+// (before, each part counted as settled: a joining relay took its partition and the later ack
+// of its events was fenced). The wait only has to outlast a few beats; a slow machine makes
+// the test pass before the fix too, never fail after it.
+TEST(RedisPartitions, APartNotSettledKeepsItsPartition) {
+  const std::string url = outbox_url("&partitions=2&writer_lease_ms=600");
+  REQUIRE_REDIS(url);
+  auto first = open_redis_store(url);
+  std::vector<Event> events;
+  for (int k = 0; k < 20; ++k) events.push_back(make("k" + std::to_string(k), 0));
+  first->append(events);
+  ClaimedBatch b = first->claim(100, 60s);  // joins alone: owns both partitions
+  ASSERT_EQ(b.events.size(), 20u);
+  EXPECT_EQ(first->ack(b, std::vector<EventId>{}), 0u);
+  auto second = open_redis_store(url);
+  const auto until = SteadyClock::now() + 4s;
+  while (SteadyClock::now() < until) {
+    EXPECT_TRUE(first->claim(100, 1s).empty());  // still claiming: its beat goes on
+    EXPECT_TRUE(second->claim(100, 1s).empty());
+    std::this_thread::sleep_for(50ms);
+  }
+  std::vector<EventId> ids;
+  for (const auto& e : b.events) ids.push_back(e.id);
+  EXPECT_EQ(first->ack(b, ids), 20u) << "a partition was given up under an unsettled part";
+}
+
 // On a 3-master Redis Cluster (OUTPOST_TEST_REDIS_CLUSTER_URL) each partition is its own slot:
 // the partitions spread over the masters, and two relays deliver everything in key order.
 TEST(RedisPartitions, OnAClusterThePartitionsSpreadOverTheMasters) {

@@ -183,6 +183,8 @@ class PartitionedStore final : public Store {
         failed(pb.p, error);
         continue;
       }
+      leave.settled =
+          mine.acks.size() + mine.nacks.size() + mine.releases.size() >= part.events.size();
       counts.acked += c.acked;
       counts.nacked += c.nacked;
       counts.released += c.released;
@@ -197,7 +199,9 @@ class PartitionedStore final : public Store {
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     if (const int p = settling(batch); p >= 0) {
       Leave leave{*this, p, batch.lease.owner};
-      return parts_[p].store->ack(batch, ids);
+      const std::size_t n = parts_[p].store->ack(batch, ids);
+      leave.settled = ids.size() >= batch.events.size();
+      return n;
     }
     return each_part(batch, ids, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
       return s.ack(b, mine);
@@ -206,7 +210,9 @@ class PartitionedStore final : public Store {
   std::size_t nack(const ClaimedBatch& batch, std::span<const Nack> nacks) override {
     if (const int p = settling(batch); p >= 0) {
       Leave leave{*this, p, batch.lease.owner};
-      return parts_[p].store->nack(batch, nacks);
+      const std::size_t n = parts_[p].store->nack(batch, nacks);
+      leave.settled = nacks.size() >= batch.events.size();
+      return n;
     }
     return each_part(batch, nacks, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
       return s.nack(b, mine);
@@ -215,7 +221,9 @@ class PartitionedStore final : public Store {
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     if (const int p = settling(batch); p >= 0) {
       Leave leave{*this, p, batch.lease.owner};
-      return parts_[p].store->release(batch, ids);
+      const std::size_t n = parts_[p].store->release(batch, ids);
+      leave.settled = ids.size() >= batch.events.size();
+      return n;
     }
     return each_part(batch, ids, [](PartitionStore& s, const ClaimedBatch& b, auto mine) {
       return s.release(b, mine);
@@ -380,14 +388,17 @@ class PartitionedStore final : public Store {
     std::lock_guard lock(mu_);
     ++parts_[p].busy;
   }
+  // A batch stops counting as open only once a call settled all of it and returned (an
+  // error, a part settled only in part: its open_until ends it).
   struct Leave {
     PartitionedStore& s;
     int p;
-    std::string settles;  // the owner of a batch this call settled (no longer open), or ""
+    std::string settles;   // the owner of the batch this call settles, or ""
+    bool settled = false;  // set on normal return when the call covered the whole batch
     ~Leave() {
       std::lock_guard lock(s.mu_);
       --s.parts_[p].busy;
-      if (!settles.empty()) s.parts_[p].open.erase(settles);
+      if (settled && !settles.empty()) s.parts_[p].open.erase(settles);
     }
   };
 
@@ -492,6 +503,7 @@ class PartitionedStore final : public Store {
             break;
           }
       if (!mine.empty()) total += op(*parts_[pb.p].store, pb.batch, std::span<const Id>(mine));
+      leave.settled = !mine.empty() && mine.size() >= pb.batch.events.size();
     }
     return total;
   }
