@@ -16,6 +16,7 @@ inline nlohmann::json event_state_json(const EventState& e, TimePoint at) {
   nlohmann::json j{{"id", e.id.str()},       {"seq", e.seq},
                    {"type", e.type},         {"key", e.key},
                    {"attempts", e.attempts}, {"last_error", redact(e.last_error)}};
+  if (!e.reason.empty()) j["reason"] = e.reason;  // blocked: "failing" or "dead"
   if (e.next_attempt) {
     j["next_attempt"] = format_rfc3339(*e.next_attempt);
     j["next_attempt_in_s"] = in_s(*e.next_attempt);

@@ -309,7 +309,9 @@ Runner add_events_command(CLI::App& root) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
   auto* blocked = sub->add_subcommand(
-      "blocked", "Keys whose head event failed (ordered mode: the key waits), JSON lines");
+      "blocked",
+      "Keys whose head event failed (reason \"failing\") or comes after a dead letter of its key "
+      "(reason \"dead\": held under --on-dead hold), JSON lines");
   auto* leased = sub->add_subcommand("leased", "Events under a live lease, JSON lines");
   for (auto* inspect : {blocked, leased})
     inspect->add_option("--limit", a->inspect_limit, "At most N events")

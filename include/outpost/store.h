@@ -109,6 +109,11 @@ struct EventState {
   int attempts = 0;        // delivery attempts so far (counting one in flight)
   int crashes = 0;         // claims whose lease expired with no outcome (StoredEvent::crashes)
   std::string last_error;  // the last delivery error; empty: none
+  // Store::blocked only (empty elsewhere): why the key waits. "failing": its head failed and
+  // waits to retry; "dead": its earliest undelivered event comes after a dead letter of the key,
+  // so relays that claim with ClaimOrder::strict (on_dead=hold) hold the key until the dead
+  // letter is retried or discarded (under on_dead=continue such a key flows on).
+  std::string reason;
   // Not leased: when it is due (again); for a failed event, its next attempt.
   std::optional<TimePoint> next_attempt;
   // Under a live lease: the claim's LeaseToken (owner as the claim returned it, fence) and
@@ -211,8 +216,10 @@ class OutboxAdmin {
 
   // Read-only inspection for operators (bounded by `limit`, oldest first):
   // blocked: the head events (the lowest undelivered seq of a non-empty key) that have failed
-  // (attempts > 0 and a last error): in ordered mode the rest of their key waits behind them.
-  // A dead-lettered head no longer blocks, a retried dead letter starts at 0 attempts.
+  // (attempts > 0 and a last error; EventState::reason "failing"): in ordered mode the rest of
+  // their key waits behind them; and the heads that come after a dead letter of their key
+  // (reason "dead", ahead of "failing"): held under ClaimOrder::strict. A dead-lettered head no
+  // longer blocks in ordered mode, a retried dead letter starts at 0 attempts.
   virtual std::vector<EventState> blocked(std::size_t limit) = 0;
   // leased: the events under a live lease (claimed, unsettled, not expired), in seq order.
   virtual std::vector<EventState> leased(std::size_t limit) = 0;

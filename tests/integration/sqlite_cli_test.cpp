@@ -174,6 +174,7 @@ TEST_F(SqliteCliTest, AFailingKeyDoesNotStopOtherKeys) {
   EXPECT_EQ(head["key"], "A");
   EXPECT_GE(head["attempts"], 1);
   EXPECT_FALSE(head["last_error"].get<std::string>().empty()) << blocked[0];
+  EXPECT_EQ(head.value("reason", ""), "failing") << blocked[0];
   // Full jitter: the retry is anywhere in [0, 600 s] from the failure (it was asserted > 60 s,
   // which failed one run in ten).
   ASSERT_TRUE(head.contains("next_attempt_in_s")) << blocked[0];

@@ -215,10 +215,15 @@ class MemoryStore final : public Store {
     TimePoint t = now();
     std::vector<EventState> out;
     std::unordered_set<std::string_view> seen;  // keys whose head was passed
+    const auto dead_heads = dead_heads_locked();
     for (const auto& [seq, row] : live_) {
       if (out.size() >= limit) break;
       if (row.event.key.empty() || !seen.insert(row.event.key).second) continue;
-      if (row.event.attempts > 0 && !row.last_error.empty()) out.push_back(state_of(row, t));
+      auto d = dead_heads.find(row.event.key);
+      const bool behind_dead = d != dead_heads.end() && d->second < seq;
+      if (!behind_dead && (row.event.attempts == 0 || row.last_error.empty())) continue;
+      out.push_back(state_of(row, t));
+      out.back().reason = behind_dead ? "dead" : "failing";  // store.h, EventState::reason
     }
     return out;
   }

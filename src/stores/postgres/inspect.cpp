@@ -14,10 +14,16 @@ InspectSql::InspectSql(const Names& n, bool crashes, bool fence) {
       std::string(crashes ? "t.crashes" : "0") + ", " + (fence ? "t.fence" : "0::bigint") +
       " FROM " + t + " t WHERE ";
   // A key's head: no earlier row of the key (one probe of the (key, seq) index per failed row).
-  blocked = columns +
-            "t.key <> '' AND t.attempts > 0 AND coalesce(t.last_error, '') <> '' AND NOT EXISTS "
-            "(SELECT 1 FROM " +
-            t + " x WHERE x.key = t.key AND x.seq < t.seq) ORDER BY t.seq LIMIT $1::bigint";
+  // Also the heads of keys with a dead letter, with the reason as the last column (store.h,
+  // EventState::reason): "dead" (the strict claim holds every key with a dead letter; one probe
+  // of the dead letters' key index) or "failing".
+  const std::string behind_dead = "EXISTS (SELECT 1 FROM " + n.dead + " d WHERE d.key = t.key)";
+  const std::string from = " FROM " + t + " t WHERE ";
+  blocked = columns.substr(0, columns.size() - from.size()) + ", CASE WHEN " + behind_dead +
+            " THEN 'dead' ELSE 'failing' END" + from +
+            "t.key <> '' AND ((t.attempts > 0 AND coalesce(t.last_error, '') <> '') OR " +
+            behind_dead + ") AND NOT EXISTS (SELECT 1 FROM " + t +
+            " x WHERE x.key = t.key AND x.seq < t.seq) ORDER BY t.seq LIMIT $1::bigint";
   leased = columns + "t.state = 1 AND t.lease_until > now() ORDER BY t.seq LIMIT $1::bigint";
 }
 
@@ -33,6 +39,7 @@ std::vector<EventState> read_states(const PGresult* r) {
     e.attempts = get_i32(r, row, 4);
     e.crashes = get_i32(r, row, 9);
     e.last_error = get_bytes(r, row, 5);
+    if (PQnfields(r) > 11) e.reason = get_bytes(r, row, 11);  // blocked only
     if (is_null(r, row, 7)) {
       e.next_attempt = get_time(r, row, 6);
     } else {

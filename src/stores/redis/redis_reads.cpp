@@ -116,9 +116,9 @@ std::vector<EventState> read_inspect(Client& client, const Script& script, std::
   Reply r = eval_listing(client, script, key, base, which, limit);
   if (!r) return out;
   auto ms = [](const std::string& v) { return TimePoint(std::chrono::milliseconds(to_int(v))); };
-  // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until, crashes
+  // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until, crashes, reason
   // (inspect.lua)
-  constexpr std::size_t kFields = 10;
+  constexpr std::size_t kFields = 11;
   for (std::size_t i = 0; i + kFields <= r->elements; i += kFields) {
     redisReply** f = r->element + i;
     StoredEvent e;
@@ -131,6 +131,7 @@ std::vector<EventState> read_inspect(Client& client, const Script& script, std::
     s.attempts = static_cast<int>(to_int(str(f[3])));
     s.crashes = static_cast<int>(to_int(str(f[9])));
     s.last_error = str(f[4]);
+    s.reason = str(f[10]);  // blocked: "failing" or "dead" (store.h)
     s.lease_owner = str(f[6]);
     if (s.lease_owner.empty()) {
       if (std::string due = str(f[5]); !due.empty()) s.next_attempt = ms(due);

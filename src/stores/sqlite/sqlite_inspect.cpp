@@ -40,18 +40,23 @@ InspectSql::InspectSql(const std::string& t, bool crashes) {
   // live), lease_until (ms), crashes. A lease is live while lease_until is after the database's
   // now.
   const std::string now = kNowMs;
-  const std::string columns =
+  const std::string select =
       "SELECT s.seq, b.id, b.type, s.key, s.attempts, s.last_error, s.due_at, "
       "CASE WHEN s.lease_owner IS NOT NULL AND s.lease_until > " +
-      now + " THEN s.lease_owner END, s.lease_until, " + (crashes ? "s.crashes" : "0") + " FROM " +
-      t + " AS s JOIN " + t + "_body AS b ON b.seq = s.seq WHERE ";
+      now + " THEN s.lease_owner END, s.lease_until, " + (crashes ? "s.crashes" : "0");
+  const std::string from = " FROM " + t + " AS s JOIN " + t + "_body AS b ON b.seq = s.seq WHERE ";
+  // blocked adds the reason (store.h, EventState::reason): "dead" when the key has a dead letter
+  // (the strict claim holds such a key: sqlite_claim.cpp), else "failing".
+  const std::string behind_dead = "s.key IN (SELECT key FROM " + t + "_dead WHERE key <> '')";
   // A key's head is its lowest seq; one grouped pass over the state rows (no index on key:
   // the claim finds heads while reading from the head, see sqlite_schema.cpp).
-  blocked = columns + "s.seq IN (SELECT min(seq) FROM " + t +
-            " WHERE key <> '' GROUP BY key) AND s.attempts > 0 AND s.last_error IS NOT NULL "
-            "AND s.last_error <> '' ORDER BY s.seq LIMIT ?1";
-  leased =
-      columns + "s.lease_owner IS NOT NULL AND s.lease_until > " + now + " ORDER BY s.seq LIMIT ?1";
+  blocked = select + ", CASE WHEN " + behind_dead + " THEN 'dead' ELSE 'failing' END" + from +
+            "s.seq IN (SELECT min(seq) FROM " + t +
+            " WHERE key <> '' GROUP BY key) AND ((s.attempts > 0 AND s.last_error IS NOT NULL "
+            "AND s.last_error <> '') OR " +
+            behind_dead + ") ORDER BY s.seq LIMIT ?1";
+  leased = select + from + "s.lease_owner IS NOT NULL AND s.lease_until > " + now +
+           " ORDER BY s.seq LIMIT ?1";
 }
 
 std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t limit) {
@@ -70,6 +75,7 @@ std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t
     e.attempts = sqlite3_column_int(s, 4);
     e.crashes = sqlite3_column_int(s, 9);
     e.last_error = column_text(s, 5);
+    if (sqlite3_column_count(s) > 10) e.reason = column_text(s, 10);  // blocked only
     if (sqlite3_column_type(s, 7) == SQLITE_NULL) {
       e.next_attempt = ms(sqlite3_column_int64(s, 6));
     } else {
