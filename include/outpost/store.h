@@ -182,6 +182,14 @@ class OutboxStore {
   // (expired and claimed by someone else): the caller must abort the batch.
   virtual bool renew(const ClaimedBatch& batch, Duration lease) = 0;
 
+  // The longest lease worth asking for (nullopt: no limit). The relay uses min(its lease, this)
+  // for claims, renewals and its delivery deadline (docs/relay.md, "The lease deadline").
+  // PostgreSQL answers its partition lease: a relay's deliveries then never outlive its
+  // partitions, and a killed relay's events come back about one partition lease after its
+  // partitions do (docs/postgres.md, "Partitions and owners"). A longer lease is still granted
+  // as asked (the caller's deadline relies on it); its events just wait longer after a crash.
+  virtual std::optional<Duration> max_lease() const { return std::nullopt; }
+
   // The relay's hot path: settles `done` (ack, nack, release, as the separate calls do) and
   // then claims the next batch, in as few round trips and transactions as the backend allows.
   // `counts` gets what the separate calls would have returned. The settlement takes effect even

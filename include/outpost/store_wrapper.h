@@ -51,6 +51,7 @@ class StoreWrapper : public Store {
   bool renew(const ClaimedBatch& batch, Duration lease) override {
     return target_->renew(batch, lease);
   }
+  std::optional<Duration> max_lease() const override { return target_->max_lease(); }
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order = ClaimOrder::ordered) override {

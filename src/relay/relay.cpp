@@ -33,6 +33,13 @@ void validate(const RelayOptions& o) {
     throw ConfigError("relay deliver timeout must not be negative");
 }
 
+// The lease the relay asks for: its own, capped by the store's (Store::max_lease; docs/relay.md,
+// "The lease deadline"), so claims, renewals and the delivery deadline agree.
+RelayOptions capped(const Store& s, RelayOptions o) {
+  if (auto cap = s.max_lease(); cap && *cap < o.lease) o.lease = *cap;
+  return o;
+}
+
 using relay_detail::failure_of;
 
 }  // namespace
@@ -40,7 +47,7 @@ using relay_detail::failure_of;
 Relay::Impl::Impl(Store& s, Sink& k, RelayOptions o)
     : store(s),
       sink(k),
-      options((validate(o), std::move(o))),
+      options((validate(o), capped(s, std::move(o)))),
       keeper(
           s, options.lease, [this](const std::string& m) { store_error(m); },
           [this](const ClaimedBatch& b, SteadyClock::time_point started, Duration lease) {

@@ -150,6 +150,9 @@ class PostgresStore final : public Store {
   }
 
   std::string_view backend() const override { return "postgres"; }
+  // A row lease longer than the partition lease would keep a killed relay's events waiting
+  // after its partitions moved (docs/relay.md, "Several relays: partitions").
+  std::optional<Duration> max_lease() const override { return config_.partition_lease; }
 
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_, "postgres");
