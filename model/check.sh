@@ -100,10 +100,16 @@ check broken-no-expiry fail progress "${none[@]}" -DNOEXPIRY -DSINKFAILS=0 -DCRA
 
 # Partition ownership (model/partitions.pml, issue 19): two relays take, hand over and release
 # two partitions while one of them may be paused past its leases and one may crash mid-move.
+# Capped: the relay's lease is at most the partition lease (Store::max_lease), and then a move at
+# a partition's expiry finds the old owner's rows expired. Uncapped, or taking rows of an older
+# fence at once (their lease ignored) instead, breaks that or key order at the sink.
 MODEL=partitions.pml
 check partitions pass safety
+check partitions-capped pass safety -DCAP -DMOVECHECK
 check broken-partitions-no-fence 'fail:fence[' safety -DNOFENCE
 check broken-partitions-early-move 'fail:plive[' safety -DEARLYMOVE
+check broken-partitions-stale-take 'fail:sunk[' safety -DSTALETAKE
+check broken-partitions-uncapped-move 'fail:elive[' safety -DMOVECHECK
 
 echo "model/check.sh: $failures failed, $((SECONDS - START))s"
 [ "$failures" = 0 ]

@@ -2,18 +2,31 @@
  * Partition ownership of the PostgreSQL store (docs/postgres.md, "Partitions and owners";
  * docs/protocol-model.md maps each step to the code). Two partitions, one key each, two events
  * per key; R relays (store objects) that take, hand over and release partitions, claim one
- * event at a time from the partitions they own and ack it. The environment expires the leases
- * of crashed relays; a relay may be paused past every lease it holds (its partitions and rows
- * can then be taken over while it still believes it owns them) and may crash at any point,
+ * event at a time from the partitions they own, deliver it to the sink (only before the
+ * claim's delivery deadline, which passes before its row lease ends: docs/relay.md, "The lease
+ * deadline") and ack it. The environment expires the leases of crashed relays; a relay may be
+ * paused past its partition lease only or past every lease it holds (its partitions, and then
+ * its rows, can be taken over while it still believes it owns them) and may crash at any point,
  * mid-move included (after marking a partition for hand-over, before releasing it).
  *
- * Invariants (assertions): per-key order (an event is acked only after the earlier one of its
- * key), no stale-fence write (an ack or release takes effect only for the partition's current
- * owner under the fence its row was claimed with), one owner per partition (a partition moves
- * only once its owner released it or its lease expired), and no loss (when nothing can move,
- * every event is acked). Broken variants: NOFENCE (a move does not raise the fence and writes
- * are not checked against it), EARLYMOVE (a partition is taken while its owner holds a live
- * lease).
+ * Invariants (assertions): per-key order at the sink (delivering an event, the earlier one of
+ * its key was delivered and the later one not yet) and in the store (an event is acked only
+ * after the earlier one of its key), no stale-fence write (an ack or release takes effect only
+ * for the partition's current owner under the fence its row was claimed with), one owner per
+ * partition (a partition moves only once its owner released it or its lease expired), and no
+ * loss (when nothing can move, every event is acked).
+ *
+ * CAP: the relay's lease is capped at the partition lease (Store::max_lease), so a lease of the
+ * owner that expires takes its row leases in that partition with it (idealised: in the code a
+ * row lease may outlive its partition's by up to one heartbeat, which is why claims still wait
+ * for live row leases). MOVECHECK asserts what that buys: a partition taken after its lease
+ * expired holds no live row of the old fence, so the new owner delivers the killed or paused
+ * relay's events at once (docs/relay.md, "Several relays: partitions").
+ *
+ * Broken variants: NOFENCE (a move does not raise the fence and writes are not checked against
+ * it), EARLYMOVE (a partition is taken while its owner holds a live lease), STALETAKE (the new
+ * owner claims rows of an older fence at once, their row lease ignored: the old owner, only
+ * paused, still delivers them), MOVECHECK without CAP (row leases outlive the partition's).
  */
 #ifndef R
 #define R 2
@@ -40,6 +53,7 @@ byte est[N];                    /* 0 pending, 1 leased, 2 acked (deleted) */
 byte eowner[N];                 /* lease_owner (the claiming relay) */
 byte efence[N];                 /* the row's fence column */
 bool elive[N];                  /* the row's lease has not expired */
+bool sunk[N];                   /* delivered to the sink at least once */
 bool crashed[R + 1];
 byte crashes = 0;
 byte pauses = 0;
@@ -48,7 +62,16 @@ byte handovers = 0;             /* bounds the search: each hand-over is a move *
 #define ALLACKED (est[0] == 2 && est[1] == 2 && est[2] == 2 && est[3] == 2)
 /* The key's head: its lowest unacked event (events of one key are claimed in order). */
 #define HEAD(p) (est[(p) * E] != 2 -> (p) * E : (p) * E + 1)
+#ifdef STALETAKE
+#define CLAIMABLE(e) (est[e] == 0 || (est[e] == 1 && (!elive[e] || efence[e] != fence[(e) / E])))
+#else
 #define CLAIMABLE(e) (est[e] == 0 || (est[e] == 1 && !elive[e]))
+#endif
+/* Expire every live row lease the owner of partition p holds in it (CAP). */
+#define EXPIRE_ROWS(p) \
+  if :: est[(p) * E] == 1 && eowner[(p) * E] == owner[p] -> elive[(p) * E] = false :: else -> skip fi; \
+  if :: est[(p) * E + 1] == 1 && eowner[(p) * E + 1] == owner[p] -> elive[(p) * E + 1] = false \
+     :: else -> skip fi
 #ifdef NOFENCE
 #define FENCED(r, e) true
 #else
@@ -60,11 +83,22 @@ byte handovers = 0;             /* bounds the search: each hand-over is a move *
 #define MOVABLE(r, p) (owner[p] != r && (owner[p] == NONE || !plive[p]))
 #endif
 
+/* A refused write-back changes nothing; the relay gives the claim up, and its row lease, no
+   longer renewed, runs out (here at once: others may take the row any time after). */
+#define GIVEUP \
+  if :: est[ce] == 1 && eowner[ce] == r && elive[ce] -> elive[ce] = false :: else -> skip fi
+
 /* Take a free or expired partition: the fence goes up (the <table>_rebalance take step). */
 inline take(r, p) {
   atomic {
     MOVABLE(r, p) ->
     assert(owner[p] == NONE || !plive[p]);  /* one owner per partition */
+#ifdef MOVECHECK
+    /* taken after expiry: the old owner's rows are claimable now (capped leases) */
+    assert(owner[p] == NONE ||
+           !(est[(p) * E] == 1 && elive[(p) * E] && efence[(p) * E] == fence[p]) &&
+           !(est[(p) * E + 1] == 1 && elive[(p) * E + 1] && efence[(p) * E + 1] == fence[p]));
+#endif
     owner[p] = r;
 #ifndef NOFENCE
     fence[p]++;
@@ -94,23 +128,41 @@ inline claim(r, p) {
     eowner[ce] = r;
     efence[ce] = fence[p];
     elive[ce] = true;
-    busy = true
+    busy = true;
+    dl = true
   }
 }
 
 proctype relay(byte r) {
   bool busy = false;
-  byte ce = 0;  /* the event in flight */
+  byte ce = 0;      /* the event in flight */
+  bool dl = false;  /* its delivery deadline (relay clock) has not passed */
 end_loop:
   do
   :: ALLACKED -> break
   :: atomic { crashes < CRASHES -> crashes++; crashed[r] = true }; goto dead
   :: atomic {
-       /* Paused past every lease it holds: they expire (the relay does not know). */
+       /* Paused past every lease it holds: they expire (the relay does not know), its
+          delivery deadline (before the row lease's end) has passed too. */
        pauses < PAUSES -> pauses++;
        if :: owner[0] == r -> plive[0] = false :: else -> skip fi;
        if :: owner[1] == r -> plive[1] = false :: else -> skip fi;
-       if :: busy && est[ce] == 1 && eowner[ce] == r -> elive[ce] = false :: else -> skip fi
+       if :: busy && est[ce] == 1 && eowner[ce] == r -> elive[ce] = false :: else -> skip fi;
+       dl = false
+     }
+#ifndef CAP
+  :: atomic {
+       /* Paused past its partition leases only: its row lease (longer) is still live. */
+       pauses < PAUSES -> pauses++;
+       if :: owner[0] == r -> plive[0] = false :: else -> skip fi;
+       if :: owner[1] == r -> plive[1] = false :: else -> skip fi
+     }
+#endif
+  :: atomic {
+       /* Paused on past its row lease after its partition lease ran out or moved: the row's
+          lease expires, the delivery deadline (before it) has passed. */
+       busy && est[ce] == 1 && eowner[ce] == r && elive[ce] &&
+       (owner[ce / E] != r || !plive[ce / E]) -> elive[ce] = false; dl = false
      }
   :: take(r, 0)
   :: take(r, 1)
@@ -131,14 +183,18 @@ end_loop:
   :: claim(r, 0)
   :: claim(r, 1)
   :: atomic {
-       /* ack after delivery: only under the row's lease and the partition's fence */
-       busy ->
+       /* deliver to the sink (never past the claim's delivery deadline), then ack: only
+          under the row's lease and the partition's fence */
+       busy && dl ->
+       assert(ce % E == 0 || sunk[ce - 1]);      /* key order at the sink: earlier one first */
+       assert(ce % E == E - 1 || !sunk[ce + 1]); /* and never after a later one */
+       sunk[ce] = true;
        if
        :: est[ce] == 1 && eowner[ce] == r && FENCED(r, ce) ->
           assert(owner[ce / E] == r && fence[ce / E] == efence[ce]);  /* no stale-fence write */
           assert(ce % E == 0 || est[ce - 1] == 2);                    /* per-key order */
           est[ce] = 2
-       :: else -> skip  /* refused: nothing changes */
+       :: else -> GIVEUP  /* refused: nothing changes */
        fi;
        busy = false
      }
@@ -149,7 +205,7 @@ end_loop:
        :: est[ce] == 1 && eowner[ce] == r && FENCED(r, ce) ->
           assert(owner[ce / E] == r && fence[ce / E] == efence[ce]);  /* no stale-fence write */
           est[ce] = 0
-       :: else -> skip
+       :: else -> GIVEUP
        fi;
        busy = false
      }
@@ -159,15 +215,21 @@ dead:
 }
 
 /* Time passes for the dead: a crashed relay's partition and row leases expire. */
+#define ROWGONE(e) crashed[eowner[e]]
 active proctype expiry() {
 end:
   do
+#ifdef CAP
+  :: atomic { owner[0] != NONE && crashed[owner[0]] && plive[0] -> plive[0] = false; EXPIRE_ROWS(0) }
+  :: atomic { owner[1] != NONE && crashed[owner[1]] && plive[1] -> plive[1] = false; EXPIRE_ROWS(1) }
+#else
   :: atomic { owner[0] != NONE && crashed[owner[0]] && plive[0] -> plive[0] = false }
   :: atomic { owner[1] != NONE && crashed[owner[1]] && plive[1] -> plive[1] = false }
-  :: atomic { est[0] == 1 && crashed[eowner[0]] && elive[0] -> elive[0] = false }
-  :: atomic { est[1] == 1 && crashed[eowner[1]] && elive[1] -> elive[1] = false }
-  :: atomic { est[2] == 1 && crashed[eowner[2]] && elive[2] -> elive[2] = false }
-  :: atomic { est[3] == 1 && crashed[eowner[3]] && elive[3] -> elive[3] = false }
+#endif
+  :: atomic { est[0] == 1 && ROWGONE(0) && elive[0] -> elive[0] = false }
+  :: atomic { est[1] == 1 && ROWGONE(1) && elive[1] -> elive[1] = false }
+  :: atomic { est[2] == 1 && ROWGONE(2) && elive[2] -> elive[2] = false }
+  :: atomic { est[3] == 1 && ROWGONE(3) && elive[3] -> elive[3] = false }
   od
 }
 

@@ -25,6 +25,12 @@ InspectSql::InspectSql(const Names& n, bool crashes, bool fence) {
             behind_dead + ") AND NOT EXISTS (SELECT 1 FROM " + t +
             " x WHERE x.key = t.key AND x.seq < t.seq) ORDER BY t.seq LIMIT $1::bigint";
   leased = columns + "t.state = 1 AND t.lease_until > now() ORDER BY t.seq LIMIT $1::bigint";
+  // Most recently archived first, as SQLite and Redis list theirs. The archive has no index on
+  // archived_at: a read sorts the rows its retention keeps (an operator's read, not the hot path).
+  archived =
+      "SELECT seq, id, type, key, payload, occurred_at, headers, attempts, 0, NULL::timestamptz, "
+      "archived_at FROM " +
+      n.archive + " ORDER BY archived_at DESC, seq DESC LIMIT $1::bigint";
 }
 
 std::vector<EventState> read_states(const PGresult* r) {

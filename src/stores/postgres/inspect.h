@@ -1,6 +1,6 @@
 #pragma once
-// The PostgreSQL store's read-only inspection (Store::blocked, Store::leased): the statements
-// and the decoding of their rows into EventState.
+// The PostgreSQL store's read-only inspection (Store::blocked, Store::leased, Store::archived):
+// the statements and the decoding of blocked and leased rows into EventState.
 
 #include <libpq-fe.h>
 
@@ -17,6 +17,9 @@ struct InspectSql {
   explicit InspectSql(const Names& n, bool crashes = true, bool fence = true);
   std::string blocked;  // $1 limit
   std::string leased;   // $1 limit
+  // $1 limit; the columns of Sql::list (crashes 0 and deliver_at NULL: the archive keeps
+  // neither), then archived_at.
+  std::string archived;
 };
 
 std::vector<EventState> read_states(const PGresult* r);

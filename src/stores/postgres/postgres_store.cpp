@@ -383,6 +383,19 @@ class PostgresStore final : public Store {
     return out;
   }
 
+  // The archive table exists whether or not this store object archives (another may): read it.
+  std::vector<ArchivedEvent> archived(std::size_t limit) override {
+    pg::Params p;
+    p.text(std::to_string(limit));
+    auto r = pooled("archived", inspect_.archived, p, "archived");
+    std::vector<ArchivedEvent> out(static_cast<std::size_t>(PQntuples(r.get())));
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      read_event(r.get(), static_cast<int>(i), out[i]);
+      out[i].archived_at = pg::get_time(r.get(), static_cast<int>(i), 10);
+    }
+    return out;
+  }
+
   std::size_t retry(std::span<const EventId> ids) override {
     return ids.empty() ? 0 : on_dead("retry", sql_.retry, ids, "retry");
   }
