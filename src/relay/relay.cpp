@@ -35,7 +35,7 @@ void validate(const RelayOptions& o) {
 
 // The lease the relay asks for: its own, capped by the store's (Store::max_lease; docs/relay.md,
 // "The lease deadline"), so claims, renewals and the delivery deadline agree.
-RelayOptions capped(const Store& s, RelayOptions o) {
+RelayOptions capped(const OutboxStore& s, RelayOptions o) {
   if (auto cap = s.max_lease(); cap && *cap < o.lease) o.lease = *cap;
   return o;
 }
