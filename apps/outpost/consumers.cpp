@@ -311,7 +311,7 @@ Runner add_consumers_command(CLI::App& root) {
     if (dead->parsed() && a->filter.given()) filter = DeadLetterFilter::from(a->filter);
     std::optional<SeekTarget> target;
     if (seek->parsed()) target = parse_seek_target(a->to);
-    validate_checkpoint_store_url(a->checkpoint);
+    check_checkpoint_store_url(a->checkpoint);
     // --from is checked (and opened: no source connects before it is used) before the store.
     std::unique_ptr<Source> from;
     if ((seek->parsed() || del->parsed()) && !a->from.empty()) from = open_source(a->from);

@@ -33,7 +33,7 @@ std::optional<UrlProblem> check_pipeline_urls(const ConsumeArgs& consume) {
   }
 #ifdef OUTPOST_HAVE_CONSUME
   try {
-    validate_checkpoint_store_url(consume.checkpoint);  // the URL only: nothing is opened
+    check_checkpoint_store_url(consume.checkpoint);  // the URL only: nothing is opened
   } catch (const ConfigError& e) {
     return UrlProblem{"checkpoint", e.what()};
   }

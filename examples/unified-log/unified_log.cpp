@@ -255,7 +255,7 @@ int run_unified_log_demo(UnifiedLogOptions a) {
   if (a.seed == 0) a.seed = std::random_device{}() | 1u;
   std::mt19937_64 rng(a.seed);
   Plan p = plan(a, rng);
-  validate_checkpoint_store_url(p.data_url);
+  check_checkpoint_store_url(p.data_url);
   open_source(source_url(p, "consumer0"));  // the log URL is checked before anything is opened
   struct Cleanup {
     std::string dir;

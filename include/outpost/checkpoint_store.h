@@ -116,6 +116,6 @@ enum class CheckpointOpen { create, existing };
 std::unique_ptr<CheckpointStore> open_checkpoint_store(
     std::string_view url, CheckpointOpen open = CheckpointOpen::create);
 // Only the URL checks of open_checkpoint_store (for CLIs: validate everything before opening).
-void validate_checkpoint_store_url(std::string_view url);
+void check_checkpoint_store_url(std::string_view url);
 
 }  // namespace outpost

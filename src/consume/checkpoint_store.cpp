@@ -345,7 +345,7 @@ std::optional<DeletedGroup> CheckpointStore::delete_group(const std::string& gro
   });
 }
 
-void validate_checkpoint_store_url(std::string_view url) {
+void check_checkpoint_store_url(std::string_view url) {
   parse_url(url);
 }
 

@@ -456,12 +456,12 @@ TEST(ConsumerConfig, BadUrlsAndOptionsNameTheProblem) {
   EXPECT_THROW(open_source("kafkaa://x/t"), ConfigError);
   EXPECT_THROW(open_source("file:"), ConfigError);
   EXPECT_THROW(open_source("file:x.jsonl?tail=1"), ConfigError);
-  EXPECT_THROW(validate_checkpoint_store_url("redis://x"), ConfigError);
-  EXPECT_THROW(validate_checkpoint_store_url("sqlite:x.db?prefix=a;b"), ConfigError);
-  EXPECT_THROW(validate_checkpoint_store_url("sqlite:x.db?prefx=a"), ConfigError);
-  EXPECT_NO_THROW(validate_checkpoint_store_url("postgresql://u:secret@h:1/db?prefix=c"));
+  EXPECT_THROW(check_checkpoint_store_url("redis://x"), ConfigError);
+  EXPECT_THROW(check_checkpoint_store_url("sqlite:x.db?prefix=a;b"), ConfigError);
+  EXPECT_THROW(check_checkpoint_store_url("sqlite:x.db?prefx=a"), ConfigError);
+  EXPECT_NO_THROW(check_checkpoint_store_url("postgresql://u:secret@h:1/db?prefix=c"));
   try {
-    validate_checkpoint_store_url("postgresql://u:secret@h:1/db?bogus=1");
+    check_checkpoint_store_url("postgresql://u:secret@h:1/db?bogus=1");
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
