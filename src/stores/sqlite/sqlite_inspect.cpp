@@ -77,7 +77,9 @@ std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t
     e.last_error = column_text(s, 5);
     if (sqlite3_column_count(s) > 10) e.reason = column_text(s, 10);  // blocked only
     if (sqlite3_column_type(s, 7) == SQLITE_NULL) {
-      e.next_attempt = ms(sqlite3_column_int64(s, 6));
+      // due_at 0: due since it was appended (never failed, never scheduled); no time to show,
+      // where printing it made the epoch a next attempt 56 years ago.
+      if (const auto due = sqlite3_column_int64(s, 6); due > 0) e.next_attempt = ms(due);
     } else {
       e.lease_owner = std::to_string(sqlite3_column_int64(s, 7));
       e.lease_until = ms(sqlite3_column_int64(s, 8));
