@@ -18,6 +18,7 @@
 
 #include "core/append_check.h"
 #include "stores/redis/redis_body.h"
+#include "stores/redis/redis_combined_batch.h"
 #include "stores/redis/redis_partition.h"
 #include "stores/redis/redis_scripts.h"
 #include "stores/redis/redis_wake.h"
@@ -146,7 +147,7 @@ class PartitionedStore final : public Store {
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
     counts = {};
-    std::vector<PartBatch> parts = split(done);
+    std::vector<PartBatch> parts = split(done, n_);
     const bool whole = parts.empty();
     if (whole) {
       const int p = partition_in(done.lease.owner, n_);
@@ -163,11 +164,11 @@ class PartitionedStore final : public Store {
       std::vector<Nack> nacks;
       if (!whole) {
         for (const auto& id : settlement.acks)
-          if (in(part, id)) acks.push_back(id);
+          if (contains(part, id)) acks.push_back(id);
         for (const auto& nk : settlement.nacks)
-          if (in(part, nk.id)) nacks.push_back(nk);
+          if (contains(part, nk.id)) nacks.push_back(nk);
         for (const auto& id : settlement.releases)
-          if (in(part, id)) releases.push_back(id);
+          if (contains(part, id)) releases.push_back(id);
       }
       const Settlement mine = whole ? settlement : Settlement{acks, nacks, releases};
       const bool take_here = n < max && enter(pb.p, steady_ms());
@@ -234,7 +235,7 @@ class PartitionedStore final : public Store {
   bool renew(const ClaimedBatch& batch, Duration lease) override {
     if (const int p = partition_in(batch.lease.owner, n_); p >= 0)
       return renewed(p, parts_[p].store->renew(batch, lease), lease);
-    auto parts = split(batch);
+    auto parts = split(batch, n_);
     bool all = !parts.empty();
     for (auto& pb : parts)
       all = renewed(pb.p, parts_[pb.p].store->renew(pb.batch, lease), lease) && all;
@@ -446,53 +447,12 @@ class PartitionedStore final : public Store {
     return combine(got);
   }
 
-  // One batch over several partitions: the events in (composed) seq order; the owner is
-  // kCombined then "<owner>|<fence>|" of each partition's claim, so every settlement and renew
-  // goes to each partition under that partition's own lease (split).
-  static constexpr char kCombined = '*';  // as partition_in's
-  static ClaimedBatch combine(std::vector<ClaimedBatch>& parts) {
-    ClaimedBatch out;
-    out.lease.owner = kCombined;
-    for (auto& b : parts) {
-      out.lease.owner += b.lease.owner + "|" + std::to_string(b.lease.fence) + "|";
-      std::move(b.events.begin(), b.events.end(), std::back_inserter(out.events));
-    }
-    std::sort(out.events.begin(), out.events.end(),
-              [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
-    return out;
-  }
-
-  // A combined batch's parts: {partition, the part's batch (its events and lease)}.
-  struct PartBatch {
-    int p;
-    ClaimedBatch batch;
-  };
-  std::vector<PartBatch> split(const ClaimedBatch& batch) const {
-    std::vector<PartBatch> out;
-    const std::string& o = batch.lease.owner;
-    if (o.empty() || o[0] != kCombined) return out;
-    for (std::size_t at = 1; at < o.size();) {
-      const auto bar = o.find('|', at), bar2 = o.find('|', bar + 1);
-      if (bar == std::string::npos || bar2 == std::string::npos) break;
-      PartBatch pb;
-      pb.batch.lease.owner = o.substr(at, bar - at);
-      pb.batch.lease.fence = std::stoll(o.substr(bar + 1, bar2 - bar - 1));
-      pb.p = partition_in(pb.batch.lease.owner, n_);
-      at = bar2 + 1;
-      if (pb.p < 0) continue;
-      for (const auto& e : batch.events)
-        if (static_cast<int>(e.seq % n_) == pb.p) pb.batch.events.push_back(e);
-      out.push_back(std::move(pb));
-    }
-    return out;
-  }
-
   // Runs `op(partition, part batch, its ids)` for each partition of a combined batch, with the
   // ids of `ids` that are among that part's events; sums the results.
   template <typename Id, typename Op>
   std::size_t each_part(const ClaimedBatch& batch, std::span<const Id> ids, Op op) {
     std::size_t total = 0;
-    for (auto& pb : split(batch)) {
+    for (auto& pb : split(batch, n_)) {
       enter(pb.p);
       Leave leave{*this, pb.p, pb.batch.lease.owner};
       std::vector<Id> mine;
@@ -506,10 +466,6 @@ class PartitionedStore final : public Store {
       leave.settled = !mine.empty() && mine.size() >= pb.batch.events.size();
     }
     return total;
-  }
-  static bool in(const ClaimedBatch& b, const EventId& id) {
-    return std::any_of(b.events.begin(), b.events.end(),
-                       [&](const StoredEvent& e) { return e.id == id; });
   }
   static const EventId& id_of(const EventId& id) { return id; }
   static const EventId& id_of(const Nack& n) { return n.id; }
