@@ -3,6 +3,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <charconv>
 #include <thread>
 
 #include "outpost/error.h"
@@ -69,6 +70,12 @@ std::string reply_string(const redisReply* r) {
     return std::string(r->str, r->len);
   if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
   return {};
+}
+
+std::int64_t text_int(std::string_view s) {
+  std::int64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
 }
 
 std::int64_t reply_int(const redisReply* r) {

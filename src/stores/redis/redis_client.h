@@ -168,5 +168,7 @@ class PasswordRefused : public ConnectionError {
 std::string reply_string(const redisReply* r);
 std::int64_t reply_int(const redisReply* r);
 std::string reply_error(const redisReply* r);  // "" when not an error
+// A decimal integer in a reply's text (a score, a count, a time); 0 when it is none.
+std::int64_t text_int(std::string_view s);
 
 }  // namespace outpost::redis_store

@@ -12,12 +12,6 @@
 namespace outpost::redis_store {
 namespace {
 
-std::int64_t to_int(std::string_view s) {
-  std::int64_t v = 0;
-  std::from_chars(s.data(), s.data() + s.size(), v);
-  return v;
-}
-
 std::string str(const redisReply* r) {
   return reply_string(r);
 }
@@ -62,7 +56,7 @@ std::vector<ArchivedEvent> read_archived(Client& client, const std::string& base
         !unpack_body(std::string_view(body->str, body->len), e))
       continue;
     e.id = *id;
-    e.archived_at = TimePoint(std::chrono::milliseconds(to_int(str(r->element[2 * i + 1]))));
+    e.archived_at = TimePoint(std::chrono::milliseconds(text_int(str(r->element[2 * i + 1]))));
     out.push_back(std::move(e));
   }
   return out;
@@ -82,7 +76,7 @@ void fill(StoredEvent& e, redisReply** f, const std::string& base, bool strict) 
     throw Error(
         ErrorCode::corrupt, "redis",
         "outbox " + base + ": event " + id + " has no readable body in " + base + "v3:body");
-  e.seq = to_int(str(f[2]));
+  e.seq = text_int(str(f[2]));
 }
 
 std::vector<DeadEvent> read_list(Client& client, const Script& script, std::string_view key,
@@ -97,13 +91,13 @@ std::vector<DeadEvent> read_list(Client& client, const Script& script, std::stri
     redisReply** f = r->element + i;
     DeadEvent d;
     fill(d, f, base, /*strict=*/false);
-    d.attempts = static_cast<int>(to_int(str(f[3])));
+    d.attempts = static_cast<int>(text_int(str(f[3])));
     d.last_error = str(f[4]);
     std::string dead_at = str(f[5]);
-    if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(to_int(dead_at)));
-    d.crashes = static_cast<int>(to_int(str(f[6])));
+    if (!dead_at.empty()) d.dead_at = TimePoint(std::chrono::microseconds(text_int(dead_at)));
+    d.crashes = static_cast<int>(text_int(str(f[6])));
     if (std::string at = str(f[7]); !at.empty())
-      d.deliver_at = TimePoint(std::chrono::milliseconds(to_int(at)));
+      d.deliver_at = TimePoint(std::chrono::milliseconds(text_int(at)));
     out.push_back(std::move(d));
   }
   return out;
@@ -115,7 +109,7 @@ std::vector<EventState> read_inspect(Client& client, const Script& script, std::
   std::vector<EventState> out;
   Reply r = eval_listing(client, script, key, base, which, limit);
   if (!r) return out;
-  auto ms = [](const std::string& v) { return TimePoint(std::chrono::milliseconds(to_int(v))); };
+  auto ms = [](const std::string& v) { return TimePoint(std::chrono::milliseconds(text_int(v))); };
   // id, body, seq, attempts, last_error, due, lease owner, fence, lease_until, crashes, reason
   // (inspect.lua)
   constexpr std::size_t kFields = 11;
@@ -128,15 +122,15 @@ std::vector<EventState> read_inspect(Client& client, const Script& script, std::
     s.id = e.id;
     s.type = std::move(e.type);
     s.key = std::move(e.key);
-    s.attempts = static_cast<int>(to_int(str(f[3])));
-    s.crashes = static_cast<int>(to_int(str(f[9])));
+    s.attempts = static_cast<int>(text_int(str(f[3])));
+    s.crashes = static_cast<int>(text_int(str(f[9])));
     s.last_error = str(f[4]);
     s.reason = str(f[10]);  // blocked: "failing" or "dead" (store.h)
     s.lease_owner = str(f[6]);
     if (s.lease_owner.empty()) {
       if (std::string due = str(f[5]); !due.empty()) s.next_attempt = ms(due);
     } else {
-      s.fence = to_int(str(f[7]));
+      s.fence = text_int(str(f[7]));
       s.lease_until = ms(str(f[8]));
     }
   }

@@ -43,12 +43,6 @@ std::string with_functions(std::initializer_list<const char*> functions, const c
   return text + body;
 }
 
-std::int64_t to_int(std::string_view s) {
-  std::int64_t v = 0;
-  std::from_chars(s.data(), s.data() + s.size(), v);
-  return v;
-}
-
 std::string str(const redisReply* r) {
   return reply_string(r);
 }
@@ -279,7 +273,7 @@ class RedisStore final : public PartitionStore {
     if (r->elements >= 8) s.scheduled = reply_int(r->element[7]);
     Event oldest;
     if (unpack_body(str(r->element[6]), oldest)) {
-      std::int64_t now_us = to_int(str(r->element[4])) * 1'000'000 + to_int(str(r->element[5]));
+      std::int64_t now_us = text_int(str(r->element[4])) * 1'000'000 + text_int(str(r->element[5]));
       std::int64_t age_us =
           std::max<std::int64_t>(0, now_us - oldest.occurred_at.time_since_epoch().count());
       s.oldest_pending_age = Duration(age_us / 1000);
