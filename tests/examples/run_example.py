@@ -158,9 +158,13 @@ def check(emitted, delivered, cli_id) -> None:
         if abs(timestamp(d["occurred_at"]) - timestamp(cli["occurred_at"])) > 86400:
             fail(f"event {e['id']}: occurred_at {d['occurred_at']}, the CLI's event "
                  f"{cli['occurred_at']}")
-        # Same fields as the CLI's event (headers and key only appear when there are any).
-        if set(d) - {"key", "headers"} != set(cli) - {"key", "headers"}:
+        # Same fields as the CLI's event (headers, key and key_seq only appear when there are
+        # any: key_seq is the position of a keyed event, docs/sinks.md "Key position").
+        optional = {"key", "headers", "key_seq"}
+        if set(d) - optional != set(cli) - optional:
             fail(f"event {e['id']} has the fields {sorted(d)}, `outpost emit`'s has {sorted(cli)}")
+        if bool(d.get("key")) != ("key_seq" in d):
+            fail(f"event {e['id']}: key {d.get('key')!r} with key_seq {d.get('key_seq')!r}")
     # Order per key: as emitted (transaction order, then the CLI's event last).
     keyed = [(e["key"], e["id"]) for e in committed] + [("order-42", cli_id)]
     for key in {k for k, _ in keyed if k}:
