@@ -7,12 +7,14 @@ set -euo pipefail
 
 log() { echo "[servers] $*" >&2; }
 
-# A TCP port on 127.0.0.1 with no listener a moment ago. Ports are drawn at random from a range
-# outside the usual service ports; a connect that fails means nobody listens there.
+# A TCP port on 127.0.0.1 with no listener a moment ago. Ports are drawn at random from
+# 10000-21999: below the kernel's ephemeral range (32768 and up), so a client connection's local
+# port cannot take a server's port (or a Redis Cluster node's bus port, port + 10000) between
+# this check and the server's bind; a connect that fails means nobody listens there.
 free_port() {
   local p i
   for i in $(seq 1 200); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((10000 + RANDOM % 12000))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       # Also skip ports handed out earlier in this run (the server may not listen yet).
       if ! grep -qx "$p" "${STATE:-/tmp}/.ports" 2>/dev/null; then
