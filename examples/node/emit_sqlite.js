@@ -11,7 +11,7 @@
 const Database = require('better-sqlite3');
 const { uuid7, uuidText, nowUs, EVENTS, report } = require('./outbox_common');
 
-const SUPPORTED_SCHEMA_VERSIONS = [3]; // docs/emit-contract.md, "Versions"
+const SUPPORTED_SCHEMA_VERSIONS = [3, 4]; // docs/emit-contract.md, "Versions"
 
 function main() {
   const [path, flag, tableArg] = process.argv.slice(2);

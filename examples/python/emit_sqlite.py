@@ -16,7 +16,7 @@ import sqlite3
 
 from outbox_common import now_us, report, uuid7
 
-SUPPORTED_SCHEMA_VERSIONS = {3}  # docs/emit-contract.md, "Versions"
+SUPPORTED_SCHEMA_VERSIONS = {3, 4}  # docs/emit-contract.md, "Versions"
 
 
 def check_outbox(db: sqlite3.Connection, table: str) -> None:

@@ -292,7 +292,7 @@ TEST_F(SqliteStoreTest, Version1FileIsMigratedToVersion2) {
                                  -1, &raw, nullptr),
               SQLITE_OK);
     ASSERT_EQ(sqlite3_step(raw), SQLITE_ROW);
-    EXPECT_EQ(sqlite3_column_int(raw, 0), 3);
+    EXPECT_EQ(sqlite3_column_int(raw, 0), 4);
     EXPECT_EQ(sqlite3_column_int(raw, 1), 0);
     sqlite3_finalize(raw);
   }
@@ -376,7 +376,7 @@ INSERT INTO outbox_dead VALUES
   EXPECT_EQ(schema_version(), 2);  // read-only wrote nothing
 
   auto store = open_sqlite_store("sqlite:" + path());
-  EXPECT_EQ(schema_version(), 3);
+  EXPECT_EQ(schema_version(), 4);  // and on to the current version
   auto listed = store->list(10);
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_EQ(listed[0].type, "in.flight");
@@ -409,6 +409,142 @@ INSERT INTO outbox_dead VALUES
     EXPECT_EQ(e.attempts, 0) << e.type;
     EXPECT_EQ(e.crashes, 0) << e.type;
   }
+}
+
+// A file of schema version 3 (the DDL of outpost before deliver_at was kept, written here as it
+// was) with a scheduled event (held by due_at alone, as version 3 held it), a pending one, a dead
+// letter and an archived event. Read-only it reads as it is (no deliver_at, nothing written);
+// opened for writing it is upgraded in place to version 4 without losing any of them, the
+// scheduled one still held; an INSERT written against version 3 (docs/emit-contract.md) still
+// emits, and a scheduled one written against version 4 (due_at holds it) comes back out with its
+// deliver_at.
+TEST_F(SqliteStoreTest, Version3FileIsUpgradedToVersion4KeepingItsEvents) {
+  auto query_int = [&](const std::string& sql) {
+    auto db = open_raw(path());
+    sqlite3_stmt* raw = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &raw, nullptr), SQLITE_OK) << sql;
+    EXPECT_EQ(sqlite3_step(raw), SQLITE_ROW) << sql;
+    std::int64_t v = sqlite3_column_int64(raw, 0);
+    sqlite3_finalize(raw);
+    return v;
+  };
+  const std::int64_t tomorrow_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now().time_since_epoch() + 24h).count();
+  {
+    auto db = open_raw(path());
+    exec(db.get(), R"sql(
+CREATE TABLE outbox_schema (version INTEGER NOT NULL);
+INSERT INTO outbox_schema (version) VALUES (1);
+CREATE TABLE outbox (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  key TEXT NOT NULL DEFAULT '',
+  attempts INTEGER NOT NULL DEFAULT 0,
+  due_at INTEGER NOT NULL DEFAULT 0,
+  lease_owner INTEGER,
+  lease_until INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT);
+CREATE INDEX outbox_blocking ON outbox (key, seq) WHERE attempts > 0;
+CREATE TABLE outbox_body (
+  seq INTEGER PRIMARY KEY,
+  id BLOB NOT NULL,
+  type TEXT NOT NULL,
+  payload BLOB NOT NULL,
+  occurred_at INTEGER NOT NULL,
+  headers TEXT);
+CREATE TABLE outbox_dead (
+  seq INTEGER PRIMARY KEY, id BLOB NOT NULL, type TEXT NOT NULL, key TEXT NOT NULL,
+  payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,
+  attempts INTEGER NOT NULL, last_error TEXT, dead_at INTEGER NOT NULL);
+CREATE INDEX outbox_dead_id ON outbox_dead (id);
+CREATE TABLE outbox_archive (
+  seq INTEGER PRIMARY KEY, id BLOB NOT NULL, type TEXT NOT NULL, key TEXT NOT NULL,
+  payload BLOB NOT NULL, occurred_at INTEGER NOT NULL, headers TEXT,
+  attempts INTEGER NOT NULL, acked_at INTEGER NOT NULL);
+CREATE INDEX outbox_archive_acked ON outbox_archive (acked_at);
+DROP INDEX IF EXISTS outbox_blocking;
+UPDATE outbox_schema SET version = 2;
+ALTER TABLE outbox ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox_dead ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
+UPDATE outbox_schema SET version = 3;
+INSERT INTO outbox_archive VALUES
+  (1, X'0190000000007000800000000000000a', 'archived', 'a', X'7B7D', 1, NULL, 1, 5);
+INSERT INTO outbox_dead VALUES
+  (2, X'0190000000007000800000000000000b', 'dead', 'd', X'7B7D', 2, '{"h":"v"}', 3, 'refused',
+   4, 1);
+INSERT INTO outbox_body VALUES
+  (3, X'0190000000007000800000000000000c', 'scheduled', X'7B7D', 3, NULL),
+  (4, X'0190000000007000800000000000000d', 'pending', X'7B7D', 4, NULL);
+)sql");
+    exec(db.get(), "INSERT INTO outbox (seq, key, due_at) VALUES (3, 's', " +
+                       std::to_string(tomorrow_ms) + "), (4, 'p', 0)");
+  }
+  {
+    SqliteOptions o;
+    o.path = path();
+    o.store.open = StoreOptions::Open::read_only;
+    auto ro = make_sqlite_store(o);
+    auto listed = ro->list(10);
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_FALSE(listed[0].deliver_at);
+    ASSERT_EQ(ro->dead(10).size(), 1u);
+    ASSERT_EQ(ro->archived(10).size(), 1u);
+    EXPECT_EQ(ro->stats().scheduled, 1);
+  }
+  EXPECT_EQ(query_int("SELECT max(version) FROM outbox_schema"), 3);  // read-only wrote nothing
+
+  auto store = open_sqlite_store("sqlite:" + path() + "?archive=1");
+  EXPECT_EQ(query_int("SELECT max(version) FROM outbox_schema"), 4);
+  auto listed = store->list(10);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].type, "scheduled");
+  EXPECT_EQ(listed[1].type, "pending");
+  for (const auto& e : listed) EXPECT_FALSE(e.deliver_at) << e.type;
+  auto dead = store->dead(10);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].last_error, "refused");
+  EXPECT_EQ(dead[0].headers.at("h"), "v");
+  EXPECT_EQ(dead[0].attempts, 3);
+  EXPECT_EQ(dead[0].crashes, 1);
+  auto archived = store->archived(10);
+  ASSERT_EQ(archived.size(), 1u);
+  EXPECT_EQ(archived[0].type, "archived");
+  EXPECT_FALSE(archived[0].deliver_at);
+  EXPECT_EQ(store->stats().scheduled, 1) << "the version 3 scheduled event is no longer held";
+
+  // Emitters written against version 3, and against version 4: due_at (ms) holds a scheduled
+  // event, deliver_at (us) comes back out with it.
+  const TimePoint at = now() + 24h;
+  {
+    auto db = open_raw(path());
+    exec(db.get(),
+         "BEGIN IMMEDIATE;"
+         "INSERT INTO outbox (key) VALUES ('p');"
+         "INSERT INTO outbox_body (seq, id, type, payload, occurred_at, headers) VALUES "
+         "(last_insert_rowid(), X'0190000000007000800000000000000e', 'v3.insert', X'7B7D', 5, "
+         "NULL);"
+         "INSERT INTO outbox (key, due_at) VALUES ('later', " +
+             std::to_string(at.time_since_epoch().count() / 1000) +
+             ");"
+             "INSERT INTO outbox_body (seq, id, type, payload, occurred_at, headers, deliver_at) "
+             "VALUES (last_insert_rowid(), X'0190000000007000800000000000000f', 'v4.scheduled', "
+             "X'7B7D', 6, NULL, " +
+             std::to_string(at.time_since_epoch().count()) + ");" + "COMMIT;");
+  }
+  EXPECT_EQ(store->stats().scheduled, 2) << "the scheduled INSERT is not held";
+  auto batch = store->claim(10, 5s);
+  std::vector<std::string> types;
+  for (const auto& e : batch.events) types.push_back(e.type);
+  EXPECT_EQ(types, (std::vector<std::string>{"pending", "v3.insert"}));
+  listed = store->list(10);
+  ASSERT_EQ(listed.size(), 4u);
+  EXPECT_EQ(listed[3].type, "v4.scheduled");
+  ASSERT_TRUE(listed[3].deliver_at);
+  EXPECT_EQ(*listed[3].deliver_at, at);
+  std::vector<EventId> acked;
+  for (const auto& e : batch.events) acked.push_back(e.id);
+  EXPECT_EQ(store->ack(batch, acked), 2u);
+  EXPECT_EQ(store->archived(10).size(), 3u);
+  EXPECT_EQ(store->retry_all(), 1u);  // the version 3 dead letter, revived on version 4
 }
 
 // --- the user's transaction ----------------------------------------------------------------------

@@ -130,6 +130,10 @@ void insert_events(sqlite3* db, Conn* cache, const SqlText& sql, std::string_vie
         sqlite3_bind_null(sb, p++);
       else
         bind_text(sb, p++, headers[i]);
+      if (e.deliver_at)
+        sqlite3_bind_int64(sb, p++, e.deliver_at->time_since_epoch().count());
+      else
+        sqlite3_bind_null(sb, p++);
     }
     step(sb);
   }

@@ -227,6 +227,9 @@ void read_event(sqlite3_stmt* s, StoredEvent& e, int first) {
     e.headers = std::move(*headers);
   }
   e.attempts = sqlite3_column_int(s, first + 7);
+  e.deliver_at.reset();
+  if (sqlite3_column_type(s, first + 8) != SQLITE_NULL)
+    e.deliver_at = TimePoint(std::chrono::microseconds(sqlite3_column_int64(s, first + 8)));
 }
 
 }  // namespace outpost::sqlite_store

@@ -126,9 +126,10 @@ std::string column_blob(sqlite3_stmt* s, int i);
 // [1,2,3]: a list of seqs for json_each(?) in a statement.
 std::string json_seqs(const std::vector<std::int64_t>& seqs);
 
-// Columns: seq, id, type, key, payload, occurred_at, headers, attempts (starting at `first`).
+// Columns: seq, id, type, key, payload, occurred_at, headers, attempts, deliver_at (Unix us or
+// NULL; schema version 4), starting at `first`.
 inline constexpr const char* kEventColumns =
-    "seq, id, type, key, payload, occurred_at, headers, attempts";
+    "seq, id, type, key, payload, occurred_at, headers, attempts, deliver_at";
 void read_event(sqlite3_stmt* s, StoredEvent& e, int first = 0);
 
 }  // namespace outpost::sqlite_store

@@ -54,6 +54,16 @@ UPDATE {t}_schema SET version = 2;
 constexpr const char* kAddCrashes = "ALTER TABLE {t} ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0";
 constexpr const char* kSchemaV3Done = "UPDATE {t}_schema SET version = 3";
 
+// Version 3 -> 4: scheduled delivery's deliver_at (Event::deliver_at, Unix us, NULL for none) on
+// the body, kept by dead letters and the archive, so that it comes back out of every read (as on
+// PostgreSQL). What holds the event stays due_at on its state row (ms); deliver_at only
+// reports. Nullable, no default: added without rewriting a table, and an INSERT written for
+// version 3 stays valid (docs/emit-contract.md). No trigger derives due_at from it, as
+// PostgreSQL's does: a row trigger on the body costs about 0.3 us on every insert, scheduled or
+// not (docs/sqlite.md, "Schema").
+constexpr const char* kAddDeliverAt = "ALTER TABLE {t} ADD COLUMN deliver_at INTEGER";
+constexpr const char* kSchemaV4Done = "UPDATE {t}_schema SET version = 4";
+
 std::string with_table(std::string text, const std::string& table) {
   for (std::size_t p; (p = text.find("{t}")) != std::string::npos;) text.replace(p, 3, table);
   return text;
@@ -132,6 +142,15 @@ int migrate(Conn& c, std::string_view file, const std::string& t, StoreOptions::
     c.exec(with_table(kSchemaV3Done, t).c_str());
     version = 3;
   }
+  if (version < 4 && open != StoreOptions::Open::read_only) {  // v3 reads without deliver_at
+    for (const std::string& table : {t + "_body", t + "_dead", t + "_archive"}) {
+      auto cols = columns_of(c, file, table);
+      if (std::find(cols.begin(), cols.end(), "deliver_at") == cols.end())
+        c.exec(with_table(kAddDeliverAt, table).c_str());
+    }
+    c.exec(with_table(kSchemaV4Done, t).c_str());
+    version = 4;
+  }
   require_columns(t,
                   {"seq", "key", "attempts", "due_at", "lease_owner", "lease_until", "last_error"});
   require_columns(t + "_body", {"seq", "id", "type", "payload", "occurred_at", "headers"});
@@ -141,6 +160,9 @@ int migrate(Conn& c, std::string_view file, const std::string& t, StoreOptions::
     require_columns(t, {"crashes"});
     require_columns(t + "_dead", {"crashes"});
   }
+  if (version >= 4)
+    for (const std::string& table : {t + "_body", t + "_dead", t + "_archive"})
+      require_columns(table, {"deliver_at"});
   return version;
 }
 
@@ -149,7 +171,10 @@ std::string schema_text(const std::string& t) {
   // script is indistinguishable from one outpost created.
   std::string text = with_table(kSchemaV1, t) + with_table(kSchemaV2Step, t);
   for (const std::string& table : {t, t + "_dead"}) text += with_table(kAddCrashes, table) + ";\n";
-  return text + with_table(kSchemaV3Done, t) + ";\n";
+  text += with_table(kSchemaV3Done, t) + ";\n";
+  for (const std::string& table : {t + "_body", t + "_dead", t + "_archive"})
+    text += with_table(kAddDeliverAt, table) + ";\n";
+  return text + with_table(kSchemaV4Done, t) + ";\n";
 }
 
 }  // namespace outpost::sqlite_store

@@ -4,10 +4,15 @@
 
 namespace outpost::sqlite_store {
 
-SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
+SqlText::SqlText(const std::string& t, bool crashes, bool deliver_at) : table(t) {
   const std::string body = t + "_body";
   const std::string now = kNowMs;
   const std::string crashes_col = crashes ? "crashes" : "0";
+  // kEventColumns as a read of the dead and archive tables: deliver_at NULL before version 4.
+  const std::string event_cols =
+      deliver_at ? std::string(kEventColumns)
+                 : "seq, id, type, key, payload, occurred_at, headers, attempts, NULL";
+  const std::string body_at = deliver_at ? "deliver_at" : "NULL";
   // The claim reads the state rows from the head (claim_in_txn decides in C++), then leases
   // the picked rows: by range when every claimable row in it was picked, else one by one.
   // The claimable test here must stay the one in claim_in_txn.
@@ -27,12 +32,14 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   insert_body_full = insert_body(kMaxRowsPerInsert);
   std::string in_list = "seq IN (SELECT value FROM json_each(?2))";
   // Full event columns: state row s joined with its body b.
-  std::string full = "s.seq, b.id, b.type, s.key, b.payload, b.occurred_at, b.headers, s.attempts";
+  std::string full =
+      "s.seq, b.id, b.type, s.key, b.payload, b.occurred_at, b.headers, s.attempts, " +
+      std::string(deliver_at ? "b.deliver_at" : "NULL");
   std::string joined = t + " AS s JOIN " + body + " AS b ON b.seq = s.seq";
-  bodies = "SELECT seq, id, type, '', payload, occurred_at, headers, 0 FROM " + body +
-           " WHERE seq IN (SELECT value FROM json_each(?1)) ORDER BY seq";
-  bodies_range = "SELECT seq, id, type, '', payload, occurred_at, headers, 0 FROM " + body +
-                 " WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq";
+  const std::string body_cols =
+      "SELECT seq, id, type, '', payload, occurred_at, headers, 0, " + body_at + " FROM " + body;
+  bodies = body_cols + " WHERE seq IN (SELECT value FROM json_each(?1)) ORDER BY seq";
+  bodies_range = body_cols + " WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq";
   ack = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND " + in_list;
   ack_range = "DELETE FROM " + t + " WHERE lease_owner = ?1 AND seq BETWEEN ?2 AND ?3";
   delete_bodies_range = "DELETE FROM " + body + " WHERE seq BETWEEN ?1 AND ?2";
@@ -79,17 +86,18 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
   list = "SELECT " + full + ", " + (crashes ? "s.crashes" : "0") + " FROM " + joined +
          " ORDER BY s.seq LIMIT ?1";
   // Store::archived: most recently acked first (acked_at in ms, as now).
-  list_archive = "SELECT " + std::string(kEventColumns) + ", acked_at FROM " + t +
+  list_archive = "SELECT " + event_cols + ", acked_at FROM " + t +
                  "_archive ORDER BY acked_at DESC, seq DESC LIMIT ?1";
-  list_dead = "SELECT " + std::string(kEventColumns) + ", last_error, dead_at, " + crashes_col +
-              " FROM " + t + "_dead ORDER BY seq LIMIT ?1";
+  list_dead = "SELECT " + event_cols + ", last_error, dead_at, " + crashes_col + " FROM " + t +
+              "_dead ORDER BY seq LIMIT ?1";
   std::string revive = "INSERT OR IGNORE INTO " + t +
                        " (seq, key, attempts, crashes, due_at, lease_owner, lease_until, "
                        "last_error) SELECT seq, key, 0, 0, 0, NULL, 0, last_error FROM " +
                        t + "_dead";
+  // A retried dead letter keeps its deliver_at (passed: it was attempted), as on PostgreSQL.
   std::string revive_body = "INSERT OR IGNORE INTO " + body +
-                            " (seq, id, type, payload, occurred_at, headers) SELECT seq, id, "
-                            "type, payload, occurred_at, headers FROM " +
+                            " (seq, id, type, payload, occurred_at, headers, deliver_at) SELECT "
+                            "seq, id, type, payload, occurred_at, headers, deliver_at FROM " +
                             t + "_dead";
   retry_one = revive + " WHERE id = ?1";
   retry_one_body = revive_body + " WHERE id = ?1";
@@ -113,16 +121,17 @@ SqlText::SqlText(const std::string& t, bool crashes) : table(t) {
 
 // State rows first (they take the sequence: consecutive within one statement under the write
 // lock), then the bodies with the same seqs. due_at = 0: a new event is due at once; a
-// scheduled one (Event::deliver_at) is due then, in Unix ms.
+// scheduled one (Event::deliver_at) is due then, in Unix ms, and its body keeps deliver_at in
+// Unix us (schema version 4), to come back out with the event.
 std::string SqlText::insert_state(std::size_t rows) const {
   std::string sql = "INSERT INTO " + table + " (key, due_at) VALUES ";
   for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,?)" : "(?,?)";
   return sql;
 }
 std::string SqlText::insert_body(std::size_t rows) const {
-  std::string sql =
-      "INSERT INTO " + table + "_body (seq, id, type, payload, occurred_at, headers) VALUES ";
-  for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,?,?,?,?,?)" : "(?,?,?,?,?,?)";
+  std::string sql = "INSERT INTO " + table +
+                    "_body (seq, id, type, payload, occurred_at, headers, deliver_at) VALUES ";
+  for (std::size_t i = 0; i < rows; ++i) sql += i ? ",(?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?)";
   return sql;
 }
 

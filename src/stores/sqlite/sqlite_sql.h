@@ -15,9 +15,10 @@ inline constexpr const char* kNowMs =
     "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 struct SqlText {
-  // `crashes`: the outbox has the crashes column (schema version 3); without it (an older file
-  // opened read-only, not migrated) the reads return crashes 0 and no write may run.
-  explicit SqlText(const std::string& table, bool crashes = true);
+  // `crashes`, `deliver_at`: the outbox has the column (schema versions 3 and 4); without it (an
+  // older file opened read-only, not migrated) the reads return crashes 0 or no deliver_at, and
+  // no write may run.
+  explicit SqlText(const std::string& table, bool crashes = true, bool deliver_at = true);
 
   // State rows first (they take the sequence), then the bodies with the same seqs.
   std::string insert_state(std::size_t rows) const;

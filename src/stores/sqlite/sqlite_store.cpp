@@ -5,17 +5,17 @@
 // sqlite_settle, sqlite_append, sqlite_url (URL parsing), sqlite_inspect (blocked, leased);
 // this file: the Store object.
 //
-// Layout (schema version 3, sqlite_schema.cpp), created in one transaction on open:
+// Layout (schema version 4, sqlite_schema.cpp), created in one transaction on open:
 //   <t>          the state: seq INTEGER PRIMARY KEY AUTOINCREMENT (the rowid: cheap appends;
 //                never reused, so a retried dead event keeps its place and archive rows never
 //                clash), key, attempts, due_at (ms), lease_owner (integer), lease_until (ms),
 //                last_error, crashes (version 3)
 //   <t>_body     seq, id (16 bytes; no index: a unique index measured 20% of end-to-end
 //                events/s, 2026-11-22, docs/sqlite.md; ids a caller brings are checked by a
-//                scan instead, check_ids), type,
-//                payload, occurred_at (us), headers (JSON object or NULL)
-//   <t>_dead     all columns + last_error, dead_at (ms), crashes (version 3)
-//   <t>_archive  acked events when archiving is on, acked_at (ms) for retention
+//                scan instead, check_ids), type, payload, occurred_at (us), headers (JSON
+//                object or NULL), deliver_at (us or NULL; version 4)
+//   <t>_dead     all columns + last_error, dead_at (ms), crashes (version 3), deliver_at (4)
+//   <t>_archive  acked events when archiving is on, acked_at (ms) for retention, deliver_at (4)
 //   <t>_schema   one row: the schema version
 // No secondary index on <t>: the claim reads the narrow state rows from the head and finds the
 // keys held back by earlier attempted rows (in flight or waiting for a retry) on the way, in C++
@@ -88,9 +88,9 @@ class SqliteStore final : public Store {
         throw_no_outbox(options_.path, t_, "the file does not exist");
     }
     writer_ = open_connection(open_spec(), true);
-    if (init_schema() < 3) {  // an older file opened read-only: read crashes as 0
-      sql_ = SqlText(t_, false);
-      inspect_ = InspectSql(t_, false);
+    if (const int v = init_schema(); v < kSchemaVersion) {  // an older file opened read-only
+      sql_ = SqlText(t_, v >= 3, v >= 4);
+      inspect_ = InspectSql(t_, v >= 3);
     }
     if (!memory_) reader_ = open_connection(open_spec(), false);
     claim_dv_ = writer_data_version();
@@ -225,7 +225,7 @@ class SqliteStore final : public Store {
       while (step_row(c.db(), s, "listing events")) {
         StoredEvent& e = out.emplace_back();
         read_event(s, e);
-        e.crashes = sqlite3_column_int(s, 8);
+        e.crashes = sqlite3_column_int(s, 9);
       }
       return out;
     });
@@ -246,7 +246,7 @@ class SqliteStore final : public Store {
       while (step_row(c.db(), s, "listing archived events")) {
         ArchivedEvent& a = out.emplace_back();
         read_event(s, a);
-        a.archived_at = TimePoint(std::chrono::milliseconds(sqlite3_column_int64(s, 8)));
+        a.archived_at = TimePoint(std::chrono::milliseconds(sqlite3_column_int64(s, 9)));
       }
       return out;
     });
@@ -260,9 +260,9 @@ class SqliteStore final : public Store {
       while (step_row(c.db(), s, "listing dead events")) {
         DeadEvent& d = out.emplace_back();
         read_event(s, d);
-        d.last_error = column_text(s, 8);
-        d.dead_at = TimePoint(std::chrono::microseconds(sqlite3_column_int64(s, 9) * 1000));
-        d.crashes = sqlite3_column_int(s, 10);
+        d.last_error = column_text(s, 9);
+        d.dead_at = TimePoint(std::chrono::microseconds(sqlite3_column_int64(s, 10) * 1000));
+        d.crashes = sqlite3_column_int(s, 11);
       }
       return out;
     });
