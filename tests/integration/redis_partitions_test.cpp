@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "core/url.h"
 #include "outpost/error.h"
 #include "outpost/stores/redis.h"
+#include "server_process.h"
 #include "store_cases.h"
 #include "stores/redis/redis_partition.h"
 #include "stores/redis/redis_url.h"
@@ -526,6 +528,82 @@ TEST(RedisPartitions, PipelinedRelaysDeliverEachEventOnceInKeyOrder) {
   ASSERT_EQ(::pclose(out), 0) << text;
   for (const char* field : {"\"order_breaks\":0,", "\"duplicates\":0"})
     EXPECT_NE(text.find(field), std::string::npos) << field << " not in " << text;
+}
+
+// The EVALSHA calls a private server (tests/support/server_process.h) has run so far.
+std::int64_t evalsha_calls(std::uint16_t port) {
+  redisContext* c = redisConnect("127.0.0.1", port);
+  if (!c || c->err) return -1;
+  auto* r = static_cast<redisReply*>(redisCommand(c, "INFO commandstats"));
+  std::int64_t calls = -1;
+  if (r && r->type == REDIS_REPLY_STRING) {  // RESP2: INFO is a bulk string
+    const std::string info(r->str, r->len);
+    const auto at = info.find("cmdstat_evalsha:calls=");
+    calls = at == std::string::npos ? 0 : std::stoll(info.substr(at + 22));
+  }
+  if (r) freeReplyObject(r);
+  redisFree(c);
+  return calls;
+}
+
+// On a single master one script serves every partition a relay owns: a claim that takes events
+// from 16 partitions, and the settle_and_claim that acks that batch, are one EVALSHA each
+// (before: one per partition asked, so a relay owning many partitions paid a round trip for
+// each). A private server, so no other test's calls are counted; the relay's own beats
+// (members every 200 ms, writer leases every 20 min here) may add a call or two.
+TEST(RedisPartitions, OneClaimAndOneSettleServeEveryOwnedPartitionInOneCall) {
+  const std::uint16_t port = testing::free_port();
+  const std::string dir = testing::temp_dir() + "/" + testing::unique_name("redis_calls_");
+  std::filesystem::create_directories(dir);
+  testing::ServerProcess server({"redis-server", "--port", std::to_string(port), "--bind",
+                                 "127.0.0.1", "--dir", dir, "--save", ""},
+                                dir + "/log");
+  ASSERT_TRUE(testing::wait_for_port(port, 10s));
+  const std::string url = "redis://127.0.0.1:" + std::to_string(port) +
+                          "/0?prefix=calls&partitions=16&writer_lease_ms=3600000";
+  std::unique_ptr<Store> store;
+  for (auto deadline = SteadyClock::now() + 10s; !store && SteadyClock::now() < deadline;) {
+    try {  // LOADING until the server is ready
+      store = open_redis_store(url);
+      store->stats();
+    } catch (const std::exception&) {
+      store.reset();
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  ASSERT_TRUE(store);
+  std::vector<Event> events;
+  std::set<std::uint32_t> partitions;
+  for (int k = 0; partitions.size() < 16; ++k) {
+    events.push_back(make("k" + std::to_string(k), 0));
+    partitions.insert(redis_store::fnv1a(events.back().key) % 16);
+  }
+  store->append(events);
+  ClaimedBatch warm = store->claim(1, 60s);  // joins, loads the scripts
+  ASSERT_EQ(warm.events.size(), 1u);
+  std::vector<EventId> warm_ids{warm.events[0].id};
+  ASSERT_EQ(store->ack(warm, warm_ids), 1u);
+  const std::int64_t before = evalsha_calls(port);
+  ClaimedBatch b = store->claim(1000, 60s);
+  const std::int64_t after_claim = evalsha_calls(port);
+  ASSERT_EQ(b.events.size() + 1, events.size());
+  std::set<std::uint32_t> from;
+  std::vector<EventId> ids;
+  for (const auto& e : b.events) {
+    from.insert(redis_store::fnv1a(e.key) % 16);
+    ids.push_back(e.id);
+  }
+  EXPECT_GE(from.size(), 15u);
+  SettleCounts counts;
+  ClaimedBatch next =
+      store->settle_and_claim(b, Settlement{ids, {}, {}}, counts, 1000, 60s, ClaimOrder::ordered);
+  const std::int64_t after_settle = evalsha_calls(port);
+  EXPECT_EQ(counts.acked, ids.size());
+  EXPECT_TRUE(next.empty());
+  EXPECT_LE(after_claim - before, 3) << "a claim over 16 partitions took one call per partition";
+  EXPECT_LE(after_settle - after_claim, 3)
+      << "a settle over 16 partitions took one call per partition";
+  EXPECT_EQ(store->stats().pending, 0);
 }
 
 }  // namespace

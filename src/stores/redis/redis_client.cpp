@@ -221,6 +221,7 @@ bool Client::resolve_from_cluster(const core::HostPort& seed, Unreachable& last)
   std::string err = reply_error(r.get());
   if (!err.empty()) {
     if (err.find("cluster support disabled") != std::string::npos) {
+      cluster_ = 0;
       set_master(addr_of(seed));
       return true;
     }
@@ -243,6 +244,7 @@ bool Client::resolve_from_cluster(const core::HostPort& seed, Unreachable& last)
       throw ConfigError("redis: a Redis Cluster has only database 0 (URL path /" +
                             std::to_string(options_.db) + ")",
                         "redis");
+    cluster_ = 1;
     set_master(addr_of(hp));
     return true;
   }
@@ -299,6 +301,7 @@ bool Client::resolve_from_sentinel(const core::HostPort& sentinel, Unreachable& 
     last = {at + " names " + addr_of(hp) + " as master '" + name + "', which is not (yet)", {}};
     return false;
   }
+  cluster_ = 0;
   set_master(addr_of(hp));
   return true;
 }

@@ -11,6 +11,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -114,6 +115,11 @@ class Client {
 
   const ClientOptions& options() const { return options_; }
 
+  // Whether the servers are a Redis Cluster (1), a single master (0: standalone or Sentinel), or
+  // not known yet (-1: no command has reached a server). On a single master one script may touch
+  // every partition of an outbox (redis_partitioned.cpp); on a cluster a script stays in a slot.
+  int cluster() const { return cluster_.load(); }
+
  private:
   std::unique_ptr<Connection> acquire();
   void give_back(std::unique_ptr<Connection> conn);
@@ -136,6 +142,7 @@ class Client {
   std::vector<std::unique_ptr<Connection>> idle_;  // guarded by mu_
   std::string master_;                             // guarded by mu_; "" = not resolved
   std::uint64_t master_epoch_ = 0;                 // guarded by mu_; bumps on every change
+  std::atomic<int> cluster_{-1};                   // cluster(), set by resolve
 };
 
 // The one place where a Redis failure becomes an outpost error (model: redis-plus-plus

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 #include <string>
+#include <string_view>
 
 #include "stores/redis/redis_partition.h"
 
@@ -44,6 +45,68 @@ std::vector<PartBatch> split(const ClaimedBatch& batch, int partitions) {
 bool contains(const ClaimedBatch& batch, const EventId& id) {
   return std::any_of(batch.events.begin(), batch.events.end(),
                      [&](const StoredEvent& e) { return e.id == id; });
+}
+
+PartSettlement settlement_of(const ClaimedBatch& part, const Settlement& settlement) {
+  PartSettlement mine;
+  for (const auto& id : settlement.acks)
+    if (contains(part, id)) mine.acks.push_back(id);
+  for (const auto& nk : settlement.nacks)
+    if (contains(part, nk.id)) mine.nacks.push_back(nk);
+  for (const auto& id : settlement.releases)
+    if (contains(part, id)) mine.releases.push_back(id);
+  return mine;
+}
+
+void run_settle_many(Client& client, const Script& script, const std::string& key,
+                     const std::string& base, std::vector<ManySettle>& settles,
+                     std::vector<ManyClaim>& claims, std::size_t max, Duration lease,
+                     ClaimOrder order) {
+  std::vector<std::vector<std::string>> args;
+  args.reserve(settles.size() + claims.size() + 1);
+  args.push_back(
+      {std::to_string(settles.size()), std::to_string(claims.size()), std::to_string(max)});
+  for (auto& s : settles) args.push_back(s.store->settle_call(*s.batch, s.mine));
+  for (auto& c : claims) args.push_back(c.store->claim_call(c.batch, max, lease, order));
+  std::vector<std::string> lengths;
+  lengths.reserve(settles.size());
+  for (std::size_t i = 0; i < settles.size(); ++i)
+    lengths.push_back(std::to_string(args[1 + i].size()));
+  // `args` and `lengths` are complete: argv may point into them now.
+  std::vector<std::string_view> argv{base};
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (i >= 1 && i <= settles.size()) argv.push_back(lengths[i - 1]);
+    argv.insert(argv.end(), args[i].begin(), args[i].end());
+  }
+  Reply r = client.eval(script, key, argv);
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < settles.size())
+    throw Error(ErrorCode::backend, "redis", "settle_many: unexpected reply");
+  auto count = [](const redisReply* c, std::size_t i) {
+    const auto n = c->type == REDIS_REPLY_ARRAY && i < c->elements ? reply_int(c->element[i]) : 0;
+    return n < 0 ? std::size_t{0} : static_cast<std::size_t>(n);  // -1: fenced off
+  };
+  auto error_of = [&](const redisReply* e) {
+    try {
+      throw_failure({"EVALSHA " + std::string(script.name), reply_error(e)});
+    } catch (...) {
+      return std::current_exception();
+    }
+  };
+  for (std::size_t i = 0; i < settles.size(); ++i) {
+    const redisReply* e = r->element[i];
+    if (e->type == REDIS_REPLY_ERROR)
+      settles[i].error = error_of(e);
+    else
+      settles[i].counts = {count(e, 0), count(e, 1), count(e, 2)};
+  }
+  for (std::size_t j = 0; j < claims.size() && settles.size() + j < r->elements; ++j) {
+    const redisReply* e = r->element[settles.size() + j];
+    claims[j].asked = true;
+    if (e->type == REDIS_REPLY_ERROR)
+      claims[j].error = error_of(e);
+    else
+      claims[j].store->claim_reply(claims[j].batch, e);
+  }
 }
 
 }  // namespace outpost::redis_store

@@ -4,9 +4,12 @@
 // partition under that partition's own lease.
 #pragma once
 
+#include <exception>
+#include <string>
 #include <vector>
 
 #include "outpost/store.h"
+#include "stores/redis/redis_client.h"
 
 namespace outpost::redis_store {
 
@@ -25,5 +28,43 @@ struct PartBatch {
 std::vector<PartBatch> split(const ClaimedBatch& batch, int partitions);
 
 bool contains(const ClaimedBatch& batch, const EventId& id);
+
+// The part of a settlement that concerns one part of a combined batch, owning its ids.
+struct PartSettlement {
+  std::vector<EventId> acks;
+  std::vector<Nack> nacks;
+  std::vector<EventId> releases;
+  Settlement view() const { return {acks, nacks, releases}; }
+  std::size_t size() const { return acks.size() + nacks.size() + releases.size(); }
+};
+// The events of `settlement` that are among `part`'s.
+PartSettlement settlement_of(const ClaimedBatch& part, const Settlement& settlement);
+
+class PartitionStore;
+
+// One EVALSHA of lua/settle_many.lua on a single master (not a cluster: the partitions are in
+// other slots): settles each part in `settles` in its partition, then claims from `claims` in
+// their order until `max` events are taken, so one round trip serves every owned partition
+// (docs/redis.md, Partitions: Batches). Fills each settle's counts and each claim's batch (and
+// `asked`: the partitions after the one that filled the batch are not asked). A part that
+// failed in the script has its `error` (as the part's own call would have thrown) and the others
+// went on; otherwise throws as Client::eval: then any part may or may not be settled (store.h).
+struct ManySettle {
+  PartitionStore* store;
+  const ClaimedBatch* batch;
+  Settlement mine;  // views into the caller's PartSettlement, or the whole settlement
+  SettleCounts counts;
+  std::exception_ptr error;
+};
+struct ManyClaim {
+  PartitionStore* store;
+  ClaimedBatch batch;
+  bool asked = false;
+  std::exception_ptr error;
+};
+void run_settle_many(Client& client, const Script& script, const std::string& key,
+                     const std::string& base, std::vector<ManySettle>& settles,
+                     std::vector<ManyClaim>& claims, std::size_t max, Duration lease,
+                     ClaimOrder order);
 
 }  // namespace outpost::redis_store

@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "outpost/store.h"
 #include "stores/redis/redis_client.h"
@@ -26,6 +28,18 @@ class PartitionStore : public Store {
   // From the last claim that took nothing: ms until something may become claimable (a retry
   // due, a lease or the writer lease expiring); -1: nothing known.
   virtual std::int64_t next_hint_ms() const = 0;
+
+  // This partition's share of the partitioned store's one script over several partitions on a
+  // single master (lua/settle_many.lua, run_settle_many): the claim function's arguments for up
+  // to `max` events (claim_fn.lua's A; sets batch.lease.owner, as claim does), the reading of
+  // its reply into `batch` (as claim), and the arguments settling `done` (settle_body.lua's
+  // without the claim's). Fenced by this partition's writer lease exactly as claim and
+  // settle_and_claim are.
+  virtual std::vector<std::string> claim_call(ClaimedBatch& batch, std::size_t max, Duration lease,
+                                              ClaimOrder order) = 0;
+  virtual void claim_reply(ClaimedBatch& batch, const redisReply* reply) = 0;
+  virtual std::vector<std::string> settle_call(const ClaimedBatch& done,
+                                               const Settlement& settlement) = 0;
 };
 
 // The documented partition rule (docs/redis.md, Partitions): FNV-1a (32 bit) of the key's bytes
@@ -58,10 +72,11 @@ std::string instance_token();
 
 // The store of one partition: `prefix` is its key space's name (without braces), `token` the
 // writer lease owner ("" makes one; ignored without a writer lease), `owner_tag` goes into every
-// claim's LeaseToken::owner after '#' so the partitioned store can route its settlements.
-std::unique_ptr<PartitionStore> open_partition(ClientOptions client, std::string prefix,
-                                               Duration writer_lease, const StoreOptions& options,
-                                               std::string token, std::string owner_tag);
+// claim's LeaseToken::owner after '#' so the partitioned store can route its settlements;
+// `durability_once` is shared by the partitions so the durability warning comes once.
+std::unique_ptr<PartitionStore> open_partition(
+    ClientOptions client, std::string prefix, Duration writer_lease, const StoreOptions& options,
+    std::string token, std::string owner_tag, std::shared_ptr<std::once_flag> durability_once = {});
 
 // The partitioned store over `config.partitions` (> 1) partitions.
 std::unique_ptr<Store> open_partitioned(StoreConfig config, const StoreOptions& options);

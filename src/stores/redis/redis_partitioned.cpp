@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <set>
@@ -20,6 +21,7 @@
 #include "stores/redis/redis_body.h"
 #include "stores/redis/redis_combined_batch.h"
 #include "stores/redis/redis_partition.h"
+#include "stores/redis/redis_partitioned_reads.h"
 #include "stores/redis/redis_scripts.h"
 #include "stores/redis/redis_wake.h"
 
@@ -40,18 +42,11 @@ std::int64_t steady_ms() {
       .count();
 }
 
-template <typename T, typename Less>
-std::vector<T> merged(std::vector<T> all, std::size_t limit, Less less) {
-  std::stable_sort(all.begin(), all.end(), less);
-  if (all.size() > limit) all.resize(limit);
-  return all;
-}
-
-class PartitionedStore final : public Store {
+class PartitionedStore final : public PartitionedReads {
  public:
   PartitionedStore(StoreConfig c, const StoreOptions& options)
-      : options_(options),
-        n_(c.partitions),
+      : PartitionedReads(c.partitions),
+        options_(options),
         writer_lease_(c.writer_lease),
         owning_(c.writer_lease.count() > 0),
         prefix_(c.prefix),
@@ -61,9 +56,10 @@ class PartitionedStore final : public Store {
         meta_(c.client),
         wake_(meta_, "{" + c.prefix + ":p*}:wake", /*pattern=*/true),
         parts_(static_cast<std::size_t>(n_)) {
+    auto warn_once = std::make_shared<std::once_flag>();
     for (int p = 0; p < n_; ++p)
       parts_[p].store = open_partition(c.client, c.prefix + ":p" + std::to_string(p), writer_lease_,
-                                       options, token_, "p" + std::to_string(p) + ".");
+                                       options, token_, "p" + std::to_string(p) + ".", warn_once);
   }
 
   ~PartitionedStore() override {
@@ -137,12 +133,19 @@ class PartitionedStore final : public Store {
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
+    ready();
+    if (one_script()) {
+      std::vector<PartBatch> none;
+      SettleCounts counts;
+      return settle_and_claim_in_one(none, nullptr, {}, counts, max, lease, order);
+    }
     return claim_from_owned(max, lease, order);
   }
 
-  // Each partition of `done` settles its part and claims its next events in one round trip
-  // while it is ours (a combined batch: one per partition); the rest of the batch comes from the
-  // other owned partitions. Throws: any part may or may not be settled (store.h).
+  // Each partition of `done` settles its part and the next batch comes from the owned
+  // partitions: in one script on a single master (settle_and_claim_in_one), else each part
+  // settles and claims in one round trip of its own while the partition is ours, and the rest
+  // comes from the other owned partitions. Throws: any part may or may not be settled (store.h).
   ClaimedBatch settle_and_claim(const ClaimedBatch& done, const Settlement& settlement,
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
@@ -154,23 +157,18 @@ class PartitionedStore final : public Store {
       if (p < 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
       parts.push_back({p, {}});
     }
+    ready();
+    if (one_script())
+      return settle_and_claim_in_one(parts, whole ? &done : nullptr, settlement, counts, max, lease,
+                                     order);
     std::vector<ClaimedBatch> got;
     std::vector<int> asked;
     std::exception_ptr error;
     std::size_t n = 0;
     for (auto& pb : parts) {
       const ClaimedBatch& part = whole ? done : pb.batch;
-      std::vector<EventId> acks, releases;
-      std::vector<Nack> nacks;
-      if (!whole) {
-        for (const auto& id : settlement.acks)
-          if (contains(part, id)) acks.push_back(id);
-        for (const auto& nk : settlement.nacks)
-          if (contains(part, nk.id)) nacks.push_back(nk);
-        for (const auto& id : settlement.releases)
-          if (contains(part, id)) releases.push_back(id);
-      }
-      const Settlement mine = whole ? settlement : Settlement{acks, nacks, releases};
+      const PartSettlement own = whole ? PartSettlement{} : settlement_of(part, settlement);
+      const Settlement mine = whole ? settlement : own.view();
       const bool take_here = n < max && enter(pb.p, steady_ms());
       if (!take_here) enter(pb.p);
       Leave leave{*this, pb.p, part.lease.owner};
@@ -242,56 +240,6 @@ class PartitionedStore final : public Store {
     return all;
   }
 
-  StoreStats stats() override {
-    ready();
-    StoreStats s;
-    for (auto& part : parts_) {
-      StoreStats one = part.store->stats();
-      s.pending += one.pending;
-      s.scheduled += one.scheduled;
-      s.leased += one.leased;
-      s.dead += one.dead;
-      s.archived += one.archived;
-      s.oldest_pending_age = std::max(s.oldest_pending_age, one.oldest_pending_age);
-    }
-    return s;
-  }
-
-  // Across partitions in emit time (then each partition's sequence); seqs made unique as in
-  // claims (with_seqs).
-  std::vector<StoredEvent> list(std::size_t limit) override {
-    return merged(gather([&](PartitionStore& s) { return s.list(limit); }), limit, by_time);
-  }
-  std::vector<DeadEvent> dead(std::size_t limit) override {
-    return merged(gather([&](PartitionStore& s) { return s.dead(limit); }), limit, by_time);
-  }
-  std::vector<ArchivedEvent> archived(std::size_t limit) override {
-    return merged(gather([&](PartitionStore& s) { return s.archived(limit); }), limit,
-                  [](const ArchivedEvent& a, const ArchivedEvent& b) {
-                    return a.archived_at > b.archived_at;
-                  });
-  }
-  std::vector<EventState> blocked(std::size_t limit) override {
-    return merged(gather([&](PartitionStore& s) { return s.blocked(limit); }), limit, by_seq);
-  }
-  std::vector<EventState> leased(std::size_t limit) override {
-    return merged(gather([&](PartitionStore& s) { return s.leased(limit); }), limit, by_seq);
-  }
-
-  // An id does not name its partition: each asks every partition.
-  std::size_t retry(std::span<const EventId> ids) override {
-    return sum([&](PartitionStore& s) { return s.retry(ids); });
-  }
-  std::size_t retry_all() override {
-    return sum([](PartitionStore& s) { return s.retry_all(); });
-  }
-  std::size_t discard(std::span<const EventId> ids) override {
-    return sum([&](PartitionStore& s) { return s.discard(ids); });
-  }
-  std::size_t discard_all() override {
-    return sum([](PartitionStore& s) { return s.discard_all(); });
-  }
-
   void wait_for_work(Duration max) override {
     const std::int64_t now = steady_ms();
     std::int64_t wait = max.count();
@@ -309,6 +257,8 @@ class PartitionedStore final : public Store {
   void interrupt() override { wake_.interrupt(); }
 
  private:
+  PartitionStore& part(int p) override { return *parts_[p].store; }
+
   struct Part {
     std::unique_ptr<PartitionStore> store;
     // Guarded by mu_:
@@ -318,41 +268,9 @@ class PartitionedStore final : public Store {
     int busy = 0;                 // calls on it under way (enter, Leave)
   };
 
-  static bool by_time(const StoredEvent& a, const StoredEvent& b) {
-    return a.occurred_at != b.occurred_at ? a.occurred_at < b.occurred_at : a.seq < b.seq;
-  }
-  static bool by_seq(const EventState& a, const EventState& b) { return a.seq < b.seq; }
-
-  // A partition's own sequence K becomes K * partitions + partition: unique across the
-  // outbox and still increasing within each partition (a key's events are in one).
-  template <typename T>
-  void with_seqs(std::vector<T>& events, int p) const {
-    for (auto& e : events) e.seq = e.seq * n_ + p;
-  }
-
-  template <typename Read>
-  auto gather(Read read) -> decltype(read(std::declval<PartitionStore&>())) {
-    ready();
-    decltype(read(*parts_[0].store)) all;
-    for (int p = 0; p < n_; ++p) {
-      auto one = read(*parts_[p].store);
-      if constexpr (requires { one[0].seq; }) with_seqs(one, p);
-      std::move(one.begin(), one.end(), std::back_inserter(all));
-    }
-    return all;
-  }
-
-  template <typename Op>
-  std::size_t sum(Op op) {
-    ready();
-    std::size_t total = 0;
-    for (auto& part : parts_) total += op(*part.store);
-    return total;
-  }
-
   // Once: the recorded partition count must be ours (partitions.lua records it when missing,
   // unless opened read-only or existing). Throws until it succeeds.
-  void ready() {
+  void ready() override {
     if (ready_.load(std::memory_order_acquire)) return;
     const std::string n = std::to_string(n_);
     const bool create = options_.open == StoreOptions::Open::create;
@@ -416,17 +334,7 @@ class PartitionedStore final : public Store {
     if (owning_) std::call_once(joined_, [this] { join(); });
     std::size_t n = 0;
     for (const auto& b : got) n += b.events.size();
-    std::vector<int> candidates;
-    {
-      std::lock_guard lock(mu_);
-      for (int k = 0; k < n_; ++k) {
-        const int p = (cursor_ + k) % n_;
-        if (assigned(p) && parts_[p].retry_at <= now &&
-            std::find(asked.begin(), asked.end(), p) == asked.end())
-          candidates.push_back(p);
-      }
-    }
-    for (int p : candidates) {
+    for (int p : candidates(now, asked)) {
       if (n >= max) break;
       if (!enter(p, now)) continue;
       Leave leave{*this, p, {}};
@@ -441,6 +349,76 @@ class PartitionedStore final : public Store {
       n += b.events.size();
       got.push_back(std::move(b));
     }
+    if (got.empty() && error) std::rethrow_exception(error);
+    if (got.empty()) return {};
+    if (got.size() == 1) return std::move(got.front());
+    return combine(got);
+  }
+
+  // The owned partitions to claim from, in turn from the one after the last batch's, without
+  // those another relay held when last asked and those in `asked`.
+  std::vector<int> candidates(std::int64_t now, const std::vector<int>& asked) {
+    std::vector<int> out;
+    std::lock_guard lock(mu_);
+    for (int k = 0; k < n_; ++k) {
+      const int p = (cursor_ + k) % n_;
+      if (assigned(p) && parts_[p].retry_at <= now &&
+          std::find(asked.begin(), asked.end(), p) == asked.end())
+        out.push_back(p);
+    }
+    return out;
+  }
+
+  // On a single master (not a cluster) one script settles every part of `parts` (the batch
+  // `whole` when it is one partition's) and fills the next batch from the owned partitions in
+  // turn: one round trip whatever the number of partitions (run_settle_many).
+  bool one_script() const { return meta_.cluster() == 0; }
+  ClaimedBatch settle_and_claim_in_one(std::vector<PartBatch>& parts, const ClaimedBatch* whole,
+                                       const Settlement& settlement, SettleCounts& counts,
+                                       std::size_t max, Duration lease, ClaimOrder order) {
+    const std::int64_t now = steady_ms();
+    alive_until_ms_ = now + lease.count();
+    if (owning_ && max > 0) std::call_once(joined_, [this] { join(); });
+    std::deque<Leave> leaves;  // never moved: each ends its partition's call once
+    std::deque<PartSettlement> owned;
+    std::vector<ManySettle> settles;
+    for (auto& pb : parts) {
+      const ClaimedBatch& part = whole ? *whole : pb.batch;
+      enter(pb.p);
+      leaves.emplace_back(*this, pb.p, part.lease.owner);
+      if (!whole) owned.push_back(settlement_of(part, settlement));
+      settles.push_back(
+          {parts_[pb.p].store.get(), &part, whole ? settlement : owned.back().view(), {}, {}});
+    }
+    std::vector<ManyClaim> claims;
+    std::vector<int> from;
+    for (int p : max > 0 ? candidates(now, {}) : std::vector<int>{}) {
+      if (!enter(p, now)) continue;
+      leaves.emplace_back(*this, p, std::string());
+      claims.push_back({parts_[p].store.get(), {}, false, {}});
+      from.push_back(p);
+    }
+    if (settles.empty() && claims.empty()) return {};
+    run_settle_many(meta_, settle_many_script_, key_, base_, settles, claims, max, lease, order);
+    std::exception_ptr error;  // thrown when the batch stays empty (see failed)
+    for (std::size_t i = 0; i < settles.size(); ++i) {
+      const Settlement& m = settles[i].mine;
+      if (settles[i].error) {
+        failed(parts[i].p, error, settles[i].error);
+        continue;
+      }
+      counts.acked += settles[i].counts.acked;
+      counts.nacked += settles[i].counts.nacked;
+      counts.released += settles[i].counts.released;
+      leaves[i].settled =
+          m.acks.size() + m.nacks.size() + m.releases.size() >= settles[i].batch->events.size();
+    }
+    std::vector<ClaimedBatch> got;
+    for (std::size_t j = 0; j < claims.size(); ++j)
+      if (claims[j].error)
+        failed(from[j], error, claims[j].error);
+      else if (claims[j].asked && took(from[j], claims[j].batch, lease))
+        got.push_back(std::move(claims[j].batch));
     if (got.empty() && error) std::rethrow_exception(error);
     if (got.empty()) return {};
     if (got.size() == 1) return std::move(got.front());
@@ -501,8 +479,8 @@ class PartitionedStore final : public Store {
 
   // In a catch block of a call on partition p: keeps the first error (thrown if the batch
   // stays empty) and asks p again only after kRetryHeldMs.
-  void failed(int p, std::exception_ptr& error) {
-    if (!error) error = std::current_exception();
+  void failed(int p, std::exception_ptr& error, std::exception_ptr now = nullptr) {
+    if (!error) error = now ? now : std::current_exception();
     std::lock_guard lock(mu_);
     parts_[p].retry_at = steady_ms() + kRetryHeldMs;
   }
@@ -562,7 +540,6 @@ class PartitionedStore final : public Store {
   }
 
   const StoreOptions options_;
-  const int n_;
   const Duration writer_lease_;
   const bool owning_;  // writer leases on: each partition has one owner
   const std::string prefix_;
@@ -573,6 +550,11 @@ class PartitionedStore final : public Store {
   Script partitions_script_{"partitions", std::string(kPrologue) + kPartitions, {}, {}};
   Script members_script_{"members", std::string(kPrologue) + kMembers, {}, {}};
   Script append_script_{"append", std::string(kPrologue) + kAppend, {}, {}};
+  Script settle_many_script_{
+      "settle_many",
+      std::string(kPrologue) + kAckFn + kNackFn + kReleaseFn + kClaimFn + kSettleMany,
+      {},
+      {}};
   WakeListener wake_;  // after meta_: uses it
   std::vector<Part> parts_;
   std::atomic<bool> ready_{false};

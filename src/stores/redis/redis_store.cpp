@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <initializer_list>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -85,7 +86,8 @@ class RedisStore final : public PartitionStore {
   // `writer_lease` zero: no writer lease (several relays claim at once). `token`, `owner_tag`:
   // as open_partition's (redis_partition.h).
   RedisStore(ClientOptions client_options, std::string prefix, Duration writer_lease,
-             const StoreOptions& options, std::string token = {}, std::string owner_tag = {})
+             const StoreOptions& options, std::string token = {}, std::string owner_tag = {},
+             std::shared_ptr<std::once_flag> durability_once = {})
       : options_(options),
         base_("{" + prefix + "}:"),
         key_(base_ + "pending"),
@@ -95,6 +97,8 @@ class RedisStore final : public PartitionStore {
         owner_tag_(std::move(owner_tag)),
         writer_lease_(writer_lease),
         client_(std::move(client_options)),
+        durability_checked_(durability_once ? std::move(durability_once)
+                                            : std::make_shared<std::once_flag>()),
         wake_(client_, base_ + "wake") {}
 
   ~RedisStore() override {
@@ -157,47 +161,13 @@ class RedisStore final : public PartitionStore {
     if (max == 0) return Store::settle_and_claim(done, settlement, counts, max, lease, order);
     ClaimedBatch batch;
     ClaimArgs c = claim_args(batch, max, lease, order);
-    const std::string fence = std::to_string(done.lease.fence);
-    const std::string retention = retention_arg();
-    const std::string n_acks = std::to_string(settlement.acks.size());
-    const std::string n_nacks = std::to_string(settlement.nacks.size());
-    const std::string n_releases = std::to_string(settlement.releases.size());
-    std::vector<std::string> owned = ack_strings(done, settlement.acks);
-    const std::size_t ack_strings_n = owned.size();
-    const std::string n_ack_keys = std::to_string(ack_strings_n - settlement.acks.size());
-    owned.reserve(owned.size() + settlement.nacks.size() * 2 + settlement.releases.size());
-    for (const auto& nk : settlement.nacks) {
-      owned.push_back(nk.id.str());
-      owned.push_back(nk.retry_in ? std::to_string(std::max<std::int64_t>(0, nk.retry_in->count()))
-                                  : std::string("-1"));
-    }
-    for (const auto& id : settlement.releases) owned.push_back(id.str());
-    // `owned` is complete: argv may point into it now.
-    std::vector<std::string_view> argv{base_,
-                                       fence,
-                                       done.lease.owner,
-                                       options_.archive ? "1" : "0",
-                                       retention,
-                                       n_acks,
-                                       n_ack_keys,
-                                       n_nacks,
-                                       n_releases,
-                                       token_,
-                                       c.max,
-                                       c.lease,
-                                       c.ordered,
-                                       batch.lease.owner,
-                                       c.scan,
-                                       c.writer_ms};
-    argv.reserve(argv.size() + owned.size() + settlement.nacks.size());
-    std::size_t o = 0;
-    for (std::size_t i = 0; i < ack_strings_n; ++i) argv.push_back(owned[o++]);
-    for (const auto& nk : settlement.nacks) {
-      argv.push_back(owned[o++]);
-      argv.push_back(nk.error);
-      argv.push_back(owned[o++]);
-    }
-    for (std::size_t i = 0; i < settlement.releases.size(); ++i) argv.push_back(owned[o++]);
+    // settle_body.lua's ARGV: the settle arguments' head, the claim's, then the settle items.
+    const std::vector<std::string> settle = settle_call(done, settlement);
+    constexpr std::size_t kHead = 9;
+    std::vector<std::string_view> argv(settle.begin(), settle.begin() + kHead);
+    argv.insert(argv.end(),
+                {token_, c.max, c.lease, c.ordered, batch.lease.owner, c.scan, c.writer_ms});
+    argv.insert(argv.end(), settle.begin() + kHead, settle.end());
     Reply r = client_.eval(scripts_.settle, key_, argv);
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 5)
       throw Error(ErrorCode::backend, "redis", "settle_and_claim: unexpected reply");
@@ -259,6 +229,42 @@ class RedisStore final : public PartitionStore {
     std::vector<std::string_view> argv{base_, token_, fence, batch.lease.owner, lease_s, writer_ms};
     argv.insert(argv.end(), owned.begin(), owned.end());
     return reply_int(client_.eval(scripts_.renew, key_, argv).get()) == 1;
+  }
+
+  std::vector<std::string> claim_call(ClaimedBatch& batch, std::size_t max, Duration lease,
+                                      ClaimOrder order) override {
+    ClaimArgs c = claim_args(batch, max, lease, order);
+    return {base_, token_, c.max, c.lease, c.ordered, batch.lease.owner, c.scan, c.writer_ms};
+  }
+
+  void claim_reply(ClaimedBatch& batch, const redisReply* reply) override {
+    read_claim(batch, reply, 0);
+  }
+
+  // B, fence, owner, archive, retention, n_acks, n_ack_keys, n_nacks, n_releases, then the acked
+  // ids and their keys (ack_strings), nack triples (id, error, retry ms) and released ids.
+  std::vector<std::string> settle_call(const ClaimedBatch& done,
+                                       const Settlement& settlement) override {
+    std::vector<std::string> acks = ack_strings(done, settlement.acks);
+    std::vector<std::string> a{base_,
+                               std::to_string(done.lease.fence),
+                               done.lease.owner,
+                               options_.archive ? "1" : "0",
+                               retention_arg(),
+                               std::to_string(settlement.acks.size()),
+                               std::to_string(acks.size() - settlement.acks.size()),
+                               std::to_string(settlement.nacks.size()),
+                               std::to_string(settlement.releases.size())};
+    a.reserve(a.size() + acks.size() + settlement.nacks.size() * 3 + settlement.releases.size());
+    std::move(acks.begin(), acks.end(), std::back_inserter(a));
+    for (const auto& nk : settlement.nacks) {
+      a.push_back(nk.id.str());
+      a.push_back(nk.error);
+      a.push_back(nk.retry_in ? std::to_string(std::max<std::int64_t>(0, nk.retry_in->count()))
+                              : std::string("-1"));
+    }
+    for (const auto& id : settlement.releases) a.push_back(id.str());
+    return a;
   }
 
   StoreStats stats() override {
@@ -333,7 +339,7 @@ class RedisStore final : public PartitionStore {
   // Arguments of the claim function; sets the new batch's lease owner.
 
   ClaimArgs claim_args(ClaimedBatch& batch, std::size_t max, Duration lease, ClaimOrder order) {
-    std::call_once(durability_checked_, [this] { warn_about_durability(); });
+    std::call_once(*durability_checked_, [this] { warn_about_durability(); });
     batch.lease.owner = token_.empty() ? instance_owner_ : token_;
     batch.lease.owner += "#" + owner_tag_ + std::to_string(++claims_);
     return {std::to_string(max), std::to_string(std::max<std::int64_t>(1, lease.count())),
@@ -543,7 +549,8 @@ class RedisStore final : public PartitionStore {
   std::atomic<std::int64_t> fence_{0};           // the fence of our writer lease
   std::atomic<std::int64_t> alive_until_ms_{0};  // steady ms: last claim/renew + its lease
   std::once_flag heartbeat_started_;
-  std::once_flag durability_checked_;
+  // Shared by a partitioned store's partitions: its relay warns once (docs/redis.md, Durability).
+  const std::shared_ptr<std::once_flag> durability_checked_;
   std::thread heartbeat_;
   std::mutex heartbeat_mu_;
   std::condition_variable heartbeat_cv_;
@@ -556,10 +563,12 @@ class RedisStore final : public PartitionStore {
 
 std::unique_ptr<PartitionStore> open_partition(ClientOptions client, std::string prefix,
                                                Duration writer_lease, const StoreOptions& options,
-                                               std::string token, std::string owner_tag) {
+                                               std::string token, std::string owner_tag,
+                                               std::shared_ptr<std::once_flag> durability_once) {
   client.slot_key = "{" + prefix + "}";
   return std::make_unique<RedisStore>(std::move(client), std::move(prefix), writer_lease, options,
-                                      std::move(token), std::move(owner_tag));
+                                      std::move(token), std::move(owner_tag),
+                                      std::move(durability_once));
 }
 
 }  // namespace redis_store
