@@ -58,8 +58,8 @@ Ctx connect_for_key(const std::string& url, const std::string& key) {
   return c;
 }
 
-// Deletes every key of the prefix on every node of the URL.
-void delete_prefix(const std::string& url, const std::string& prefix) {
+// Deletes every key matching `pattern` on every node of the URL.
+void delete_matching(const std::string& url, const std::string& pattern) {
   auto u = outpost::core::Url::parse(url);
   int db = u.path().empty() ? 0 : std::stoi(u.path());
   for (const auto& hp : u.hosts()) {
@@ -71,9 +71,8 @@ void delete_prefix(const std::string& url, const std::string& prefix) {
     }
     std::string cursor = "0";
     do {
-      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SCAN %s MATCH %b COUNT 1000",
-                                                    cursor.c_str(), ("{" + prefix + "}:*").data(),
-                                                    prefix.size() + 4)));
+      Reply r(static_cast<redisReply*>(redisCommand(
+          c.get(), "SCAN %s MATCH %b COUNT 1000", cursor.c_str(), pattern.data(), pattern.size())));
       if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) break;
       cursor = r->element[0]->str;
       for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
@@ -82,6 +81,13 @@ void delete_prefix(const std::string& url, const std::string& prefix) {
       }
     } while (cursor != "0");
   }
+}
+
+// Deletes the outbox of the prefix, and its partitions' key spaces ({prefix:pN}) when a test
+// opened it with partitions=N.
+void delete_prefix(const std::string& url, const std::string& prefix) {
+  delete_matching(url, "{" + prefix + "}:*");
+  delete_matching(url, "{" + prefix + ":p*}:*");
 }
 
 std::string with_prefix(const std::string& url, const std::string& prefix) {
