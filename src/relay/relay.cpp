@@ -40,6 +40,10 @@ RelayOptions capped(const OutboxStore& s, RelayOptions o) {
   return o;
 }
 
+Duration deliver_timeout_of(const RelayOptions& asked) {
+  return asked.deliver_timeout.count() > 0 ? asked.deliver_timeout : asked.lease;
+}
+
 using relay_detail::failure_of;
 
 }  // namespace
@@ -47,7 +51,8 @@ using relay_detail::failure_of;
 Relay::Impl::Impl(Store& s, Sink& k, RelayOptions o)
     : store(s),
       sink(k),
-      options((validate(o), capped(s, std::move(o)))),
+      options((validate(o), capped(s, o))),
+      deliver_timeout(deliver_timeout_of(o)),
       keeper(
           s, options.lease, [this](const std::string& m) { store_error(m); },
           [this](const ClaimedBatch& b, SteadyClock::time_point started, Duration lease) {

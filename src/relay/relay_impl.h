@@ -174,9 +174,10 @@ struct Relay::Impl {
   Store& store;
   Sink& sink;
   const RelayOptions options;
-  // A deliver() call's deadline (deliver_timeout, the lease when 0).
-  const Duration deliver_timeout =
-      options.deliver_timeout.count() > 0 ? options.deliver_timeout : options.lease;
+  // A deliver() call's deadline: deliver_timeout, or when 0 the lease the user asked for, not the
+  // store's cap (Store::max_lease). The cap shortens each lease, not the delivery: renewals every
+  // lease/3 keep a slow but healthy destination's batch (docs/relay.md, "The lease deadline").
+  const Duration deliver_timeout;
 
   std::atomic<bool> stopping{false};
   std::mutex sleep_mu;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "outpost/relay.h"
@@ -95,6 +96,57 @@ TEST(RelayLeaseCap, AShorterLeaseThanTheCapAndNoCapAreKept) {
   EXPECT_EQ(effective, Duration(2'000));
   for (auto l : run_relay(std::nullopt, Duration(120'000), effective)) EXPECT_EQ(l, 120'000ms);
   EXPECT_EQ(effective, Duration(120'000));
+}
+
+// A sink that honours the relay's deadline as the HTTP sink does: it starts an event only while
+// the control allows it, and each event takes `per_event`.
+class SlowBoundedSink final : public Sink {
+ public:
+  explicit SlowBoundedSink(Duration per_event) : per_event_(per_event) {}
+  std::string_view name() const override { return "slow"; }
+  std::vector<DeliveryResult> deliver(std::span<const StoredEvent> events) override {
+    return std::vector<DeliveryResult>(events.size(), DeliveryResult::delivered());
+  }
+  std::vector<DeliveryResult> deliver_bounded(std::span<const StoredEvent> events,
+                                              const DeliveryControl& control) override {
+    std::vector<DeliveryResult> out;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      if (!control.may_start()) {
+        out.push_back(DeliveryResult::failed(control.timed_out_error()));
+        continue;
+      }
+      std::this_thread::sleep_for(per_event_);
+      out.push_back(DeliveryResult::delivered());
+    }
+    return out;
+  }
+
+ private:
+  Duration per_event_;
+};
+
+// The cap shortens the lease, not the delivery: with the default deliver timeout (0: the lease),
+// a batch that takes several capped leases to deliver, renewed all along, is delivered whole. The
+// cap (1.5 s, renewed every 0.5 s) is below the delivery (10 x 250 ms) and far below the lease
+// asked for (60 s), so the outcome does not depend on the machine's speed. Before the fix the
+// deliver timeout was the capped lease and every event started after 1.5 s failed (PostgreSQL: 5 s,
+// so a webhook slower than 50 ms per event got failed attempts and duplicates under default flags).
+TEST(RelayLeaseCap, TheDeliverTimeoutIsTheLeaseAskedForNotTheCap) {
+  CappedStore store(make_memory_store(), Duration(1'500));
+  std::vector<Event> events;
+  for (int i = 0; i < 10; ++i) events.push_back(Event::make("t", "{}", "k" + std::to_string(i)));
+  store.append(events);
+  SlowBoundedSink sink(250ms);
+  RelayOptions options;
+  options.batch_size = 10;
+  options.lease = Duration(60'000);
+  options.until_empty = true;
+  Relay relay(store, sink, options);
+  relay.run();
+  const auto c = relay.counters();
+  EXPECT_EQ(c.delivered, 10u);
+  EXPECT_EQ(c.failed, 0u);
+  EXPECT_EQ(store.stats().pending, 0u);
 }
 
 TEST(RelayLeaseCap, StoreWrapperForwardsTheCap) {
