@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_process.h"
@@ -51,6 +52,30 @@ TEST(CliConfig, AnIntegerBeyondTheRangeIsNamedAsWritten) {
                  {"outpost.toml:5: ", "key 'batch': must be 1-100000, got 99999999999999999999"});
   expect_refused(dir, relay_table(dir) + "batch = -99999999999999999999\n",
                  {"outpost.toml:5: ", "key 'batch': must be 1-100000, got -99999999999999999999"});
+}
+
+// Every sink scheme's URL is checked before anything opens, by `check` as by `run`: a pipeline
+// after a good one whose sink URL has a misspelt or bad parameter is exit 2 naming it, and the
+// good pipeline's store and file are not created. Before: http(s), nats and redis-stream had no
+// parse-only check, so `check` said ok and `run` created the first pipeline's files, then failed.
+TEST(CliConfig, EverySinksUrlIsCheckedBeforeAnythingOpens) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"http://127.0.0.1:1/x?timout_ms=5", "timout_ms"},
+      {"https://127.0.0.1:1/x?concurency=3", "concurency"},
+      {"http://127.0.0.1:1/x?concurrency=0", "concurrency"},
+      {"http://127.0.0.1:1/x?timeout_ms=abc", "timeout_ms"},
+      {"nats://127.0.0.1:1/x?strem=E", "stream"},
+      {"redis-stream://127.0.0.1:1/x?maxln=5", "maxln"},
+      {"kafka://127.0.0.1:1/x?timout_ms=5", "timout_ms"},
+      {"file:/tmp/x.jsonl?x=1", "'x'"},
+  };
+  for (const auto& [url, names] : bad) {
+    TempDir dir;
+    expect_refused(dir,
+                   relay_table(dir) + "\n[[relay]]\nname = \"bad\"\nstore = \"sqlite:" +
+                       dir / "b.db" + "\"\nsink = \"" + url + "\"\n",
+                   {"outpost.toml:9: [[relay]] 'bad': key 'sink': ", names});
+  }
 }
 
 // backoff_base_ms > backoff_max_ms names the line of the key at fault. Before: the line of the

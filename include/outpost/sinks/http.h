@@ -37,5 +37,8 @@ namespace outpost {
 
 // Throws ConfigError naming the bad URL part (scheme, host, parameter).
 std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& options = {});
+// The parse-only half of open_http_sink (check_sink_url): throws the ConfigError it would for
+// the URL and its parameters, and connects to nothing.
+void check_http_sink_url(std::string_view url);
 
 }  // namespace outpost

@@ -39,5 +39,8 @@ namespace outpost {
 // Throws ConfigError for a malformed URL or parameter, ConnectionError when the server cannot
 // be reached at open, Error(not_found) when the stream does not exist and create is off.
 std::unique_ptr<Sink> open_nats_sink(std::string_view url, const SinkOptions& options = {});
+// The parse-only half of open_nats_sink (check_sink_url): throws the ConfigError it would for
+// the URL and its parameters, and connects to nothing.
+void check_nats_sink_url(std::string_view url);
 
 }  // namespace outpost

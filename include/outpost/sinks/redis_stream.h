@@ -42,5 +42,8 @@ namespace outpost {
 // Throws ConfigError for a malformed URL or parameter (the message names it). Connects lazily:
 // an unreachable server fails deliveries, not the open.
 std::unique_ptr<Sink> open_redis_stream_sink(std::string_view url, const SinkOptions& options = {});
+// The parse-only half of open_redis_stream_sink (check_sink_url): throws the ConfigError it would
+// for the URL and its parameters, and connects to nothing.
+void check_redis_stream_sink_url(std::string_view url);
 
 }  // namespace outpost

@@ -2,8 +2,8 @@
 // the target are linked with --undefined=outpost_register_file (cmake/OutpostLibrary.cmake,
 // outpost-file.pc): that keeps this object file, and so the registration, in the program.
 
-#include "outpost/sinks/file.h"
 #include "outpost/factory.h"
+#include "outpost/sinks/file.h"
 
 extern "C" void outpost_register_file() {}
 

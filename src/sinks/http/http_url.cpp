@@ -1,6 +1,6 @@
-// open_http_sink: the webhook URL read and checked (docs/sinks_file_http.md): our parameters
-// (timeout_ms, concurrency, header.NAME) taken out, every other one passed to the webhook byte for
-// byte, a near miss of ours refused.
+// open_http_sink and check_http_sink_url: the webhook URL read and checked
+// (docs/sinks_file_http.md): our parameters (timeout_ms, concurrency, header.NAME) taken out, every
+// other one passed to the webhook byte for byte, a near miss of ours refused.
 
 #include <string>
 #include <string_view>
@@ -67,9 +67,8 @@ bool valid_header_name(std::string_view name) {
   return true;
 }
 
-}  // namespace
-
-std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& options) {
+// The URL read and checked, nothing opened: the same code opens and checks (check_sink_url).
+HttpConfig parse_http_url(std::string_view url, const SinkOptions& options) {
   auto u = core::Url::parse(url);
   std::string shown = u.redacted();
   if (u.scheme() != "http" && u.scheme() != "https")
@@ -118,7 +117,17 @@ std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& op
   config.target = target_url(url);
   config.shown = core::redact_url(config.target);
   config.secrets.add_url(url);
-  return http::make_http_sink(std::move(config));
+  return config;
+}
+
+}  // namespace
+
+std::unique_ptr<Sink> open_http_sink(std::string_view url, const SinkOptions& options) {
+  return http::make_http_sink(parse_http_url(url, options));
+}
+
+void check_http_sink_url(std::string_view url) {
+  parse_http_url(url, SinkOptions{});
 }
 
 }  // namespace outpost

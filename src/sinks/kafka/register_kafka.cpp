@@ -2,8 +2,8 @@
 // the target are linked with --undefined=outpost_register_kafka (cmake/OutpostLibrary.cmake,
 // outpost-kafka.pc): that keeps this object file, and so the registration, in the program.
 
-#include "outpost/sinks/kafka.h"
 #include "outpost/factory.h"
+#include "outpost/sinks/kafka.h"
 
 extern "C" void outpost_register_kafka() {}
 

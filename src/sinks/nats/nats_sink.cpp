@@ -425,7 +425,10 @@ class NatsSink final : public Sink {
 
 }  // namespace
 
-std::unique_ptr<Sink> open_nats_sink(std::string_view text, const SinkOptions& options) {
+namespace {
+
+// The URL read and checked, nothing connected: the same code opens and checks (check_sink_url).
+NatsConfig parse_nats_url(std::string_view text, const SinkOptions& options) {
   const auto url = core::Url::parse(text);
   NatsConfig c;
   c.where = url.redacted();
@@ -442,7 +445,17 @@ std::unique_ptr<Sink> open_nats_sink(std::string_view text, const SinkOptions& o
   static_cast<nats::Publishing&>(c) = nats::read_publishing(url, options);
   c.timeout = Duration{url.int_param("timeout_ms", 1, 3'600'000).value_or(options.timeout.count())};
   url.reject_unknown();
-  return std::make_unique<NatsSink>(std::move(c));
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<Sink> open_nats_sink(std::string_view text, const SinkOptions& options) {
+  return std::make_unique<NatsSink>(parse_nats_url(text, options));
+}
+
+void check_nats_sink_url(std::string_view text) {
+  parse_nats_url(text, SinkOptions{});
 }
 
 }  // namespace outpost

@@ -398,7 +398,10 @@ class RedisStreamSink final : public Sink {
 
 }  // namespace
 
-std::unique_ptr<Sink> open_redis_stream_sink(std::string_view text, const SinkOptions& options) {
+namespace {
+
+// The URL read and checked, nothing connected: the same code opens and checks (check_sink_url).
+RedisStreamConfig parse_redis_stream_url(std::string_view text, const SinkOptions& options) {
   const auto url = core::Url::parse(text);
   RedisStreamConfig c;
   c.where = url.redacted();
@@ -413,7 +416,17 @@ std::unique_ptr<Sink> open_redis_stream_sink(std::string_view text, const SinkOp
   c.maxlen = trimming.maxlen;
   c.trim_every = trimming.trim_every;
   url.reject_unknown();
-  return std::make_unique<RedisStreamSink>(std::move(c));
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<Sink> open_redis_stream_sink(std::string_view text, const SinkOptions& options) {
+  return std::make_unique<RedisStreamSink>(parse_redis_stream_url(text, options));
+}
+
+void check_redis_stream_sink_url(std::string_view text) {
+  parse_redis_stream_url(text, SinkOptions{});
 }
 
 }  // namespace outpost
