@@ -108,7 +108,6 @@ void ConsumeBridge::run() {
   Sink& sink = timed_sink_ ? *timed_sink_ : *sink_;
   std::vector<StoredEvent> events;  // reused across batches
   std::vector<std::size_t> index;   // events[k] is batch[index[k]]
-  std::int64_t seq = 0;
   // Events the sink confirmed in a batch that may not have committed (the checkpoint store
   // refused the commit: a full disk, a lost connection; the batch is read again after the
   // backoff): they are not sent again however long the store refuses. A batch that committed
@@ -127,8 +126,9 @@ void ConsumeBridge::run() {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto& m = batch[i];
       if (!m.event.id.is_nil() && sent.count(m.event.id)) continue;  // confirmed already
+      // As read, with its key position (StoredEvent::seq, outpost/key_seq.h): the sink delivers
+      // it as the relay's do (docs/consumers.md), where a counter of this bridge went before.
       events.push_back(m.event);
-      events.back().seq = ++seq;
       events.back().attempts = batch.attempt();
       index.push_back(i);
     }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/edit_distance.h"
+#include "core/json_read.h"
 #include "core/json_text.h"
 #include "core/utf8.h"
 #include "outpost/error.h"
@@ -274,6 +275,14 @@ void check_payload_kind(Event& e, std::string_view what) {
 }
 
 Event event_from_json(std::string_view line, JsonInput input) {
+  return core::event_from_json(line, input, nullptr);
+}
+
+}  // namespace outpost
+
+namespace outpost::core {
+
+Event event_from_json(std::string_view line, JsonInput input, std::int64_t* key_seq) {
   // One line, one object: what follows it must not be dropped in silence. The parser itself
   // would stop at a NUL byte and take the object before it for the whole line.
   std::string_view text = line;
@@ -317,6 +326,12 @@ Event event_from_json(std::string_view line, JsonInput input) {
     auto t = parse_rfc3339(it->get<std::string>());
     if (!t) throw ConfigError("event JSON: field 'deliver_at' is not RFC 3339");
     e.deliver_at = *t;
+  }
+  // The key position (outpost/key_seq.h), for the consumers of a log: only a keyed event has one.
+  if (auto it = j.find("key_seq"); key_seq && it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 1)
+      throw ConfigError("event JSON: field 'key_seq' must be a positive integer");
+    if (!e.key.empty()) *key_seq = it->get<std::int64_t>();
   }
   if (auto it = j.find("headers"); it != j.end() && !it->is_null()) {
     if (!it->is_object()) throw ConfigError("event JSON: field 'headers' must be an object");
@@ -368,4 +383,4 @@ Event event_from_json(std::string_view line, JsonInput input) {
   return e;
 }
 
-}  // namespace outpost
+}  // namespace outpost::core

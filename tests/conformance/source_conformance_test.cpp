@@ -114,6 +114,42 @@ TEST_P(SourceConformance, WhatTheSinkWroteComesBackWithItsFieldsEachKeyInOrder) 
   EXPECT_EQ(by_key(msgs), by_key(events));
 }
 
+// Issue 20 items 2 and 5: what a handler gets carries the key position (StoredEvent::seq, sent
+// as outpost-key-seq / key_seq by every sink, docs/sinks.md "Key position") so it can detect an
+// inversion, and the W3C trace context (headers traceparent, tracestate) so it can start a span.
+// An event without a key has no position (seq 0).
+TEST_P(SourceConformance, HandlersGetTheKeyPositionAndTheTraceContext) {
+  std::vector<StoredEvent> events(3);
+  static_cast<Event&>(events[0]) = Event::make("source.conf", R"({"n":1})", "acct-1");
+  events[0].seq = 41;
+  events[0].headers["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  events[0].headers["tracestate"] = "vendor=abc,other=1";
+  static_cast<Event&>(events[1]) = Event::make("source.conf", R"({"n":2})", "acct-1");
+  events[1].seq = 1234567890123;
+  static_cast<Event&>(events[2]) = Event::make("source.conf", R"({"n":3})");  // no key
+  events[2].seq = 77;
+  for (auto& r : fixture_.sink->deliver(events)) ASSERT_TRUE(r.ok()) << r.error;
+  auto source = open_source(fixture_.url);
+  source->seek("");
+  auto msgs = read(*source, events.size());
+  ASSERT_EQ(msgs.size(), events.size());
+  std::map<std::string, const Message*> got;
+  for (const auto& m : msgs) got[m.event.id.str()] = &m;
+  ASSERT_TRUE(got.contains(events[0].id.str()) && got.contains(events[1].id.str()) &&
+              got.contains(events[2].id.str()));
+  const Message& first = *got[events[0].id.str()];
+  EXPECT_EQ(first.event.seq, 41) << "the key position did not reach the handler";
+  EXPECT_EQ(got[events[1].id.str()]->event.seq, 1234567890123);
+  EXPECT_EQ(got[events[2].id.str()]->event.seq, 0) << "an event without a key has no position";
+  auto header = [&](const char* name) {
+    auto it = first.event.headers.find(name);
+    return it == first.event.headers.end() ? std::string("(missing)") : it->second;
+  };
+  EXPECT_EQ(header("traceparent"), events[0].headers.at("traceparent"));
+  EXPECT_EQ(header("tracestate"), events[0].headers.at("tracestate"));
+  EXPECT_FALSE(got[events[1].id.str()]->event.headers.contains("traceparent"));
+}
+
 TEST_P(SourceConformance, ANewSourceSeeksJustAfterAPositionAndReadsOnFromThere) {
   auto events = write();
   auto first = open_source(fixture_.url);

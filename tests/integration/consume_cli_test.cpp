@@ -258,6 +258,7 @@ class Endpoint {
         return;
       }
       received.push_back(req.get_header_value("Idempotency-Key"));
+      headers.push_back(req.headers);
       res.status = 200;
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -273,6 +274,16 @@ class Endpoint {
     std::lock_guard lock(mu_);
     return received;
   }
+  // Header `name` of each delivery, in order ("-" where it was missing).
+  std::vector<std::string> got_header(const std::string& name) {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> out;
+    for (const auto& h : headers) {
+      auto it = h.find(name);
+      out.push_back(it == h.end() ? "-" : it->second);
+    }
+    return out;
+  }
   std::atomic<bool> refuse{true};
 
  private:
@@ -280,8 +291,62 @@ class Endpoint {
   int port_ = 0;
   std::thread thread_;
   std::mutex mu_;
-  std::vector<std::string> received;  // guarded by mu_
+  std::vector<std::string> received;      // guarded by mu_
+  std::vector<httplib::Headers> headers;  // guarded by mu_
 };
+
+// Issue 20 items 2 and 5: what `outpost consume` hands its sink carries each event's key position
+// and trace context from the log, so the sink delivers them as the relay's sinks do
+// (outpost-key-seq, traceparent, tracestate; docs/consumers.md), also for a message retried
+// from the consumer's dead letters; an event without a key has no position.
+TEST(ConsumeCli, TheSinkGetsTheKeyPositionAndTheTraceContext) {
+  TempDir dir;
+  Endpoint http;
+  std::string log = dir / "log.jsonl", cp = "sqlite:" + (dir / "cp.db"), out = dir / "out.jsonl";
+  const std::string parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  std::vector<std::string> ids;
+  {
+    std::ofstream f(log);
+    const char* payloads[] = {"{\"ok\":1}", "{\"poison\":1}", "{\"ok\":2}"};
+    const char* keys[] = {"acct-1", "acct-1", ""};
+    for (int i = 0; i < 3; ++i) {
+      StoredEvent e;
+      static_cast<Event&>(e) = Event::make("t", payloads[i], keys[i]);
+      e.seq = 100 + i;
+      e.headers["traceparent"] = parent;
+      e.headers["tracestate"] = "v=" + std::to_string(i);
+      ids.push_back(e.id.str());
+      f << to_json(e) << "\n";
+    }
+  }
+  std::vector<std::string> consume{
+      "consume", "--from", "file:" + log, "--group",        "h", "--checkpoint",
+      cp,        "--sink", http.url(),    "--max-attempts", "1", "--until-idle",
+      "300",     "--quiet"};
+  auto r = run_cli(consume);
+  ASSERT_EQ(r.code, 0) << r.all();
+  http.refuse = false;
+  ASSERT_EQ(run_cli({"consumers", "--checkpoint", cp, "retry", "--group", "h", "--all"}).code, 0);
+  r = run_cli(consume);
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(http.got(), (std::vector<std::string>{ids[0], ids[2], ids[1]}));
+  EXPECT_EQ(http.got_header("outpost-key-seq"), (std::vector<std::string>{"100", "-", "101"}));
+  EXPECT_EQ(http.got_header("traceparent"), (std::vector<std::string>{parent, parent, parent}));
+  EXPECT_EQ(http.got_header("tracestate"), (std::vector<std::string>{"v=0", "v=2", "v=1"}));
+
+  // The file sink: the line's key_seq and headers.
+  r = run_cli({"consume", "--from", "file:" + log, "--group", "f", "--checkpoint", cp, "--sink",
+               "file:" + out, "--until-idle", "300", "--quiet"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  std::ifstream in(out);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].value("key_seq", 0), 100) << lines[0];
+  EXPECT_EQ(lines[1].value("key_seq", 0), 101) << lines[1];
+  EXPECT_FALSE(lines[2].contains("key_seq")) << lines[2];
+  for (const auto& l : lines) EXPECT_EQ(l["headers"]["traceparent"], parent) << l;
+}
 
 TEST(ConsumeCli, RefusedMessagesAreParkedListedRetriedAndDiscarded) {
   TempDir dir;

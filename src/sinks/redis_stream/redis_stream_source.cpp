@@ -9,12 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 #include "consume/sources.h"
 #include "outpost/error.h"
 #include "outpost/json.h"
+#include "outpost/key_seq.h"
 #include "sinks/redis_stream/redis_stream_common.h"
 
 namespace outpost::consume {
@@ -46,7 +49,7 @@ Message to_message(const redisReply* entry) {
   Message m;
   m.position = str(entry->element[0]);
   const redisReply* fields = entry->element[1];
-  std::string_view id_text, occurred, headers;
+  std::string_view id_text, occurred, headers, key_seq;
   bool has_type = false;
   for (std::size_t i = 0; fields && i + 1 < fields->elements; i += 2) {
     std::string_view k = view(fields->element[i]);
@@ -63,6 +66,12 @@ Message to_message(const redisReply* entry) {
       occurred = v;
     else if (k == "headers")
       headers = v;
+    else if (k == kKeySeqField)  // the key position (outpost/key_seq.h), keyed events only
+      key_seq = v;
+  }
+  if (std::int64_t seq = 0; !m.event.key.empty() && !key_seq.empty()) {
+    auto [end, ec] = std::from_chars(key_seq.data(), key_seq.data() + key_seq.size(), seq);
+    if (ec == std::errc{} && end == key_seq.data() + key_seq.size() && seq > 0) m.event.seq = seq;
   }
   if (auto id = EventId::parse(id_text)) m.event.id = *id;
   if (auto t = parse_rfc3339(occurred)) m.event.occurred_at = *t;
