@@ -317,7 +317,7 @@ Runner add_consumers_command(CLI::App& root) {
     if ((seek->parsed() || del->parsed()) && !a->from.empty()) from = open_source(a->from);
     // Inspection and dead-letter edits need consumer state that is there: a wrong path or
     // database is exit 1 naming it, and nothing is created.
-    auto store = open_checkpoint_store(a->checkpoint, CheckpointOpen::existing);
+    auto store = open_checkpoint_store(a->checkpoint, OpenMode::existing);
     if (list->parsed()) return run_list(*store, a->json);
     if (!has_group(*store, a->group)) return kExitRuntime;
     if (seek->parsed()) return run_seek(*store, from.get(), *a, *target);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "outpost/event.h"
+#include "outpost/open_mode.h"
 #include "outpost/tx.h"
 
 namespace outpost {
@@ -105,16 +106,18 @@ class CheckpointStore {
   std::unique_ptr<Impl> impl_;
 };
 
-// What opening may do. create: make the database file and the tables when missing (consumers).
-// existing: open only consumer state that is there (<prefix>_checkpoints and <prefix>_dead);
-// none is ErrorCode::not_found naming the place, and nothing is created (not the SQLite file,
-// not a table): `outpost consumers` inspects and edits with existing.
-enum class CheckpointOpen { create, existing };
+// What opening may do: OpenMode (open_mode.h), the outbox's enum; CheckpointOpen is its older
+// name here. create: make the database file and the tables when missing (consumers). existing:
+// open only consumer state that is there (<prefix>_checkpoints and <prefix>_dead); none is
+// ErrorCode::not_found naming the place, and nothing is created (not the SQLite file, not a
+// table): `outpost consumers` inspects and edits with existing. read_only opens as existing
+// (writes are not refused).
+using CheckpointOpen = OpenMode;
 
 // Throws ConfigError for a malformed URL (naming the part) before connecting, ConnectionError
 // when the database cannot be reached.
-std::unique_ptr<CheckpointStore> open_checkpoint_store(
-    std::string_view url, CheckpointOpen open = CheckpointOpen::create);
+std::unique_ptr<CheckpointStore> open_checkpoint_store(std::string_view url,
+                                                       OpenMode open = OpenMode::create);
 // Only the URL checks of open_checkpoint_store (for CLIs: validate everything before opening).
 void check_checkpoint_store_url(std::string_view url);
 

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "outpost/event.h"
+#include "outpost/open_mode.h"
 #include "outpost/tx.h"
 
 namespace outpost {
@@ -134,14 +135,14 @@ struct StoreOptions {
   Duration dead_retention{0};
   // Largest accepted payload in bytes; append throws ErrorCode::too_large above it (0 = no limit).
   std::size_t max_payload_bytes = 1 << 20;
-  // What opening may do. create: make the outbox when it is missing. existing: open only an
-  // outbox that is there; none is ErrorCode::not_found and nothing is created. read_only: as
-  // existing, and the store never writes (inspection on a read-only file; a write throws).
-  // `outpost events` opens with existing (retry, discard) or read_only (stats, list, dead).
-  // SQLite honours all three. PostgreSQL creates and migrates nothing unless create (read_only
-  // does not refuse writes). Redis and memory create nothing at open (a prefix without events
-  // reads as an empty outbox).
-  enum class Open { create, existing, read_only };
+  // What opening may do (OpenMode, open_mode.h; Open is its older name here). create: make the
+  // outbox when it is missing. existing: open only an outbox that is there; none is
+  // ErrorCode::not_found and nothing is created. read_only: as existing, and the store never writes
+  // (inspection on a read-only file; a write throws). `outpost events` opens with existing (retry,
+  // discard) or read_only (stats, list, dead). SQLite honours all three. PostgreSQL creates and
+  // migrates nothing unless create (read_only does not refuse writes). Redis and memory create
+  // nothing at open (a prefix without events reads as an empty outbox).
+  using Open = OpenMode;
   Open open = Open::create;
 };
 

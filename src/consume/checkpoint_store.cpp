@@ -349,12 +349,12 @@ void check_checkpoint_store_url(std::string_view url) {
   parse_url(url);
 }
 
-std::unique_ptr<CheckpointStore> open_checkpoint_store(std::string_view text, CheckpointOpen open) {
+std::unique_ptr<CheckpointStore> open_checkpoint_store(std::string_view text, OpenMode open) {
   ParsedUrl p = parse_url(text);
   auto impl = std::make_unique<CheckpointStore::Impl>();
   impl->url = p.redacted;
   impl->prefix = p.prefix;
-  impl->create_tables = open == CheckpointOpen::create;
+  impl->create_tables = open == OpenMode::create;
   if (p.kind == ParsedUrl::Kind::sqlite) {
     impl->kind = TxHandle::Kind::sqlite;
     impl->conn = consume::open_sqlite_connection(p.path, p.busy_timeout_ms, impl->create_tables);

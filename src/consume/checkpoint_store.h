@@ -19,7 +19,7 @@ struct CheckpointStore::Impl {
   std::string url;  // redacted
   std::string prefix;
   TxHandle::Kind kind = TxHandle::Kind::sqlite;
-  bool create_tables = true;  // false: CheckpointOpen::existing, the tables were checked at open
+  bool create_tables = true;  // false: OpenMode::existing, the tables were checked at open
 
   std::string table(const char* suffix) const { return prefix + suffix; }
 
