@@ -1,8 +1,8 @@
 // outpost events: inspect and operate on the outbox (docs/cli.md, "events").
 //   outpost events --store URL stats [--json]
-//   outpost events --store URL list [--limit N] [FILTERS] [--newest-first]   undelivered, JSON
-//   lines outpost events --store URL dead [--limit N] [FILTERS] [--newest-first]   dead letters,
-//   JSON lines outpost events --store URL blocked [--limit N]     failing key heads, JSON lines
+//   outpost events --store URL list [--limit N] [FILTERS] [--newest-first]   undelivered
+//   outpost events --store URL dead [--limit N] [FILTERS] [--newest-first]   dead letters
+//   outpost events --store URL blocked [--limit N]     failing key heads, JSON lines
 //   outpost events --store URL leased [--limit N]      events under a live lease, JSON lines
 //   outpost events --store URL show ID                 one event in any state, JSON
 //   outpost events --store URL archive [--limit N]     archived events, newest first, JSON
@@ -87,12 +87,10 @@ std::vector<EventId> parse_ids(const std::vector<std::string>& texts, const char
 int run_stats(Store& store, bool json) {
   StoreStats s = store.stats();
   if (json) {
-    nlohmann::json j{{"pending", s.pending},
-                     {"scheduled", s.scheduled},
-                     {"leased", s.leased},
-                     {"dead", s.dead},
-                     {"archived", s.archived},
-                     {"oldest_pending_age_ms", s.oldest_pending_age.count()}};
+    nlohmann::json j{
+        {"pending", s.pending},   {"scheduled", s.scheduled},
+        {"leased", s.leased},     {"dead", s.dead},
+        {"archived", s.archived}, {"oldest_pending_age_ms", s.oldest_pending_age.count()}};
     std::cout << j.dump() << "\n";
   } else {
     std::cout << "pending                " << s.pending << "\n"

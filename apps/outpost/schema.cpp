@@ -55,7 +55,11 @@ std::string sqlite_text(std::string_view url) {
          "--     VALUES (last_insert_rowid(), :id, :type, :payload, :occurred_at, :headers);\n"
          "-- id: the UUID's 16 bytes (BLOB); payload: BLOB; occurred_at: Unix time in "
          "microseconds;\n"
-         "-- headers: NULL or a JSON object of strings. The relay notices the commit by itself.\n";
+         "-- headers: NULL or a JSON object of strings. The relay notices the commit by itself.\n"
+         "-- Scheduled delivery: give the state row due_at (Unix milliseconds: it holds the event\n"
+         "-- until then) and the body deliver_at (the same time in Unix microseconds: the event\n"
+         "-- reports it), e.g. INSERT INTO " +
+         t + " (key, due_at) VALUES (:key, :deliver_at_ms).\n";
 }
 #endif
 
@@ -88,9 +92,21 @@ std::string postgres_text(std::string_view url) {
 
 #ifdef OUTPOST_SCHEMA_REDIS
 std::string redis_text(std::string_view url) {
-  const std::string b = "{" + redis_store::parse_store_url(url).prefix + "}:";
-  return "-- outpost emit contract: the Redis append script, layout 3, for the prefix " + b +
-         " (docs/emit-contract.md).\n"
+  const auto c = redis_store::parse_store_url(url);
+  // A partitioned outbox (docs/redis.md, Partitions) is N key spaces {prefix:pK}, each taking
+  // the script on its own; the unpartitioned one refuses it (OUTPOST_PARTITIONS).
+  const bool parts = c.partitions > 1;
+  const std::string b = "{" + c.prefix + (parts ? ":pK" : "") + "}:";
+  std::string partitions_text;
+  if (parts)
+    partitions_text = "-- The outbox has " + std::to_string(c.partitions) +
+                      " partitions: send an event to partition K = FNV-1a-32(key bytes) mod " +
+                      std::to_string(c.partitions) +
+                      "\n--   (offset basis 2166136261, prime 16777619; any K for an event "
+                      "without a key), with\n--   K in decimal in the names below; one call "
+                      "per partition (docs/redis.md, Partitions).\n";
+  return "-- outpost emit contract: the Redis append script, layout 3, for the prefix {" +
+         c.prefix + "}: (docs/emit-contract.md).\n" + partitions_text +
          "-- Call it inside your own MULTI ... EXEC, after your own writes:\n"
          "--   EVAL <this script> 1 " +
          b + "pending " + b +

@@ -9,6 +9,7 @@ PostgreSQL and Redis parts use OUTPOST_TEST_PG_URL / OUTPOST_TEST_REDIS_URL when
 with OUTPOST_TEST_REQUIRE_ALL=1). Exit 0 ok, 1 failure.
 """
 
+import json
 import os
 import re
 import secrets
@@ -125,6 +126,59 @@ def test_redis() -> None:
     check("redis.call('PUBLISH', B .. 'wake', '1')" in r.stdout, "not the append script")
 
 
+def fnv1a(data: bytes) -> int:
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def test_redis_partitioned(work: str) -> None:
+    """On a partitioned outbox (partitions=N) the printed call names the partition's key space:
+    an event EVALed as printed is delivered by the relay (the unpartitioned names are refused
+    with OUTPOST_PARTITIONS)."""
+    base = os.environ.get("OUTPOST_TEST_REDIS_URL")
+    if not base:
+        check(os.environ.get("OUTPOST_TEST_REQUIRE_ALL") != "1",
+              "OUTPOST_TEST_REDIS_URL is not set")
+        return
+    import redis
+    prefix = f"schema_{secrets.token_hex(4)}"
+    url = f"{base}?prefix={prefix}&partitions=4"
+    client = redis.Redis.from_url(base)
+    try:
+        r = outpost("emit", "--store", url, "--type", "t", "--key", "other", "--payload", "{}")
+        check(r.returncode == 0, f"emit into a partitioned Redis outbox: {r.stderr}")
+        r = outpost("schema", "--store", url)
+        check(r.returncode == 0 and "4 partitions" in r.stdout,
+              f"schema redis partitions=4: exit {r.returncode} {r.stderr}")
+        call = next((line for line in r.stdout.splitlines() if "EVAL <this script> 1 " in line), "")
+        words = call.split()
+        if len(words) < 7:
+            check(False, f"no EVAL call printed: {call!r}")
+            return
+        key = "acct-1"
+        part = f"p{fnv1a(key.encode()) % 4}"
+        keys_name, b = words[5].replace("pK", part), words[6].replace("pK", part)
+        event_id = "01a21c00-0000-7000-8000-00000000abcd"
+        body = b"".join(str(len(f)).encode() + b":" + f for f in
+                        (key.encode(), b"t.scheduled", b"1764000000000000", b"")) + b"{}"
+        try:
+            client.eval(r.stdout, 1, keys_name, b, 1, event_id, key, body)
+        except redis.exceptions.ResponseError as e:
+            check(False, f"the printed call ({keys_name} {b}) is refused: {e}")
+            return
+        out = os.path.join(work, "partitioned.jsonl")
+        r = outpost("relay", "--store", url, "--sink", f"file:{out}", "--until-empty", "--quiet")
+        check(r.returncode == 0, f"relay of the partitioned outbox: {r.stderr}")
+        with open(out) as f:
+            ids = [json.loads(line)["id"] for line in f if line.strip()]
+        check(event_id in ids, f"the EVALed event was not delivered: {ids}")
+    finally:
+        for k in client.scan_iter(match=f"{{{prefix}*"):
+            client.delete(k)
+
+
 def test_refusals(work: str) -> None:
     cases = [
         (["--store", "memory:"], "memory store"),
@@ -152,5 +206,6 @@ if __name__ == "__main__":
     test_sqlite(work)
     test_postgres()
     test_redis()
+    test_redis_partitioned(work)
     test_refusals(work)
     sys.exit(1 if failures else 0)
