@@ -14,9 +14,9 @@
 #include <string_view>
 
 #include "config.h"
-#include "metrics.h"
 #include "outpost/consumer.h"
 #include "outpost/sink.h"
+#include "pipeline_view.h"
 
 namespace outpost::cli {
 

@@ -10,8 +10,9 @@
 #include "dashboard_html.h"  // kDashboardHtml, generated from dashboard.html at build time
 #include "dead_letters.h"
 #include "event_state_json.h"
+#include "health.h"
+#include "http_server.h"
 #include "log.h"
-#include "metrics.h"
 #include "outpost/error.h"
 #include "outpost/json.h"
 
@@ -464,8 +465,7 @@ void list_dead(PipelineSource& source, const httplib::Request& req, httplib::Res
   }
 }
 
-}  // namespace
-
+// The mutation guard of dashboard.h for a POST to /api/..., before its body is read.
 bool refuse_before_body(const httplib::Request& req, httplib::Response& res, PipelineSource& source,
                         std::string& why) {
   if (req.method != "POST" || req.path.rfind("/api/", 0) != 0) return false;
@@ -476,15 +476,21 @@ bool refuse_before_body(const httplib::Request& req, httplib::Response& res, Pip
   return true;
 }
 
-void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
-  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+}  // namespace
+
+void add_dashboard_routes(HttpServer& server, PipelineSource& source) {
+  server.guard("dashboard",
+               [&source](const httplib::Request& req, httplib::Response& res, std::string& why) {
+                 return refuse_before_body(req, res, source, why);
+               });
+  server.get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_header("Content-Security-Policy",
                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                    "connect-src 'self'; img-src data:; frame-ancestors 'none'");
     res.set_header("X-Frame-Options", "DENY");
     res.set_content(std::string(kDashboardHtml), "text/html; charset=utf-8");
   });
-  server.Get("/api/overview", [&source](const httplib::Request&, httplib::Response& res) {
+  server.get("/api/overview", [&source](const httplib::Request&, httplib::Response& res) {
     json pipelines = json::array();
     for (const auto& p : source.pipelines()) {
       json j{{"name", p.name},
@@ -523,10 +529,10 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
                {"read_only", source.admin_token().empty()},
                {"shutting_down", source.shutting_down()}});
   });
-  server.Get("/api/dead", [&source](const httplib::Request& req, httplib::Response& res) {
+  server.get("/api/dead", [&source](const httplib::Request& req, httplib::Response& res) {
     list_dead(source, req, res);
   });
-  server.Get("/api/blocked", [&source](const httplib::Request& req, httplib::Response& res) {
+  server.get("/api/blocked", [&source](const httplib::Request& req, httplib::Response& res) {
     inspect(source, req, res, [&res](const PipelineView& p, std::size_t limit) {
       TimePoint at = now();
       json keys = json::array();
@@ -535,7 +541,7 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
       reply(res, 200, json{{"ordered", ordered}, {"keys", keys}});
     });
   });
-  server.Get("/api/leases", [&source](const httplib::Request& req, httplib::Response& res) {
+  server.get("/api/leases", [&source](const httplib::Request& req, httplib::Response& res) {
     inspect(source, req, res, [&res](const PipelineView& p, std::size_t limit) {
       TimePoint at = now();
       auto leased = p.store->leased(kMaxInspect);
@@ -550,28 +556,28 @@ void add_dashboard_routes(httplib::Server& server, PipelineSource& source) {
                  {"leased", leased.size()}});
     });
   });
-  server.Get("/api/consumer/dead", [&source](const httplib::Request& req, httplib::Response& res) {
+  server.get("/api/consumer/dead", [&source](const httplib::Request& req, httplib::Response& res) {
     list_dead(source, req, res);
   });
-  server.Post("/api/consumer/dead/retry",
+  server.post("/api/consumer/dead/retry",
               [&source](const httplib::Request& req, httplib::Response& res) {
                 mutate(source, req, res, true);
               });
-  server.Post("/api/consumer/dead/discard",
+  server.post("/api/consumer/dead/discard",
               [&source](const httplib::Request& req, httplib::Response& res) {
                 mutate(source, req, res, false);
               });
-  server.Post("/api/consumer/seek", [&source](const httplib::Request& req, httplib::Response& res) {
+  server.post("/api/consumer/seek", [&source](const httplib::Request& req, httplib::Response& res) {
     group_operation(source, req, res, true);
   });
-  server.Post("/api/consumer/delete",
+  server.post("/api/consumer/delete",
               [&source](const httplib::Request& req, httplib::Response& res) {
                 group_operation(source, req, res, false);
               });
-  server.Post("/api/dead/retry", [&source](const httplib::Request& req, httplib::Response& res) {
+  server.post("/api/dead/retry", [&source](const httplib::Request& req, httplib::Response& res) {
     mutate(source, req, res, true);
   });
-  server.Post("/api/dead/discard", [&source](const httplib::Request& req, httplib::Response& res) {
+  server.post("/api/dead/discard", [&source](const httplib::Request& req, httplib::Response& res) {
     mutate(source, req, res, false);
   });
 }

@@ -1,5 +1,5 @@
 #pragma once
-// The operator dashboard served at / by the HTTP server (metrics.h), and its JSON API
+// The operator dashboard served at / by the HTTP server (http_server.h), and its JSON API
 // (docs/dashboard.md):
 //   GET  /                    the page (HTML/JS/CSS embedded at build time, no external assets);
 //                             each tab at its own URL (#dead?pipeline=P&...), pickers refreshed
@@ -30,23 +30,13 @@
 // the Host; Sec-Fetch-Site, if sent, is same-origin/none; Content-Type application/json, which a
 // cross-site form cannot send without a CORS preflight this server never grants).
 
-#include <string>
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
-
 namespace outpost::cli {
 
+class HttpServer;
 class PipelineSource;
-void add_dashboard_routes(httplib::Server& server, PipelineSource& source);
-// The mutation guard above for a POST to /api/..., run before its body is read (the server's
-// pre-routing handler): true when it is refused, with the reply written to `res` and the reason
-// in `why`. Each mutation that passes is logged by its route (pipeline, ids or filter, count,
-// remote address).
-bool refuse_before_body(const httplib::Request& req, httplib::Response& res, PipelineSource& source,
-                        std::string& why);
+// Registers the page, the API and the mutation guard above (run before a POST's body is read;
+// each mutation that passes is logged by its route: pipeline, ids or filter, count, remote
+// address).
+void add_dashboard_routes(HttpServer& server, PipelineSource& source);
 
 }  // namespace outpost::cli

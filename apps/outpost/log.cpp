@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "error_log.h"
-#include "metrics.h"
+#include "pipeline_view.h"
 
 namespace outpost::cli {
 namespace {

@@ -9,7 +9,11 @@
 #ifdef OUTPOST_HAVE_CONSUME
 #include "consume.h"
 #endif
+#include "dashboard.h"
+#include "health.h"
+#include "http_server.h"
 #include "log.h"
+#include "metrics.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/relay.h"
@@ -183,7 +187,7 @@ std::shared_ptr<HostedPipeline> open_pipeline(const AnyPipelineConfig& config,
 // What runs beside the pipelines while the host runs; destroyed in reverse order.
 struct PipelineHost::Signals {
   GiveUpDeadline give_up;
-  std::optional<MetricsServer> http;
+  std::optional<HttpServer> http;
   std::optional<StopSignalWatcher> stop;
   std::optional<HangupWatcher> hangup;
   std::optional<Progress> progress;
@@ -234,7 +238,12 @@ void PipelineHost::open_and_start(const std::vector<AnyPipelineConfig>& configs)
   }
   // The server before the threads: an address it cannot bind starts nothing.
   if (!options_.listen.empty()) {
-    signals_->http.emplace(options_.listen, *this, options_.listen_name);
+    HttpServer& http = signals_->http.emplace(options_.listen, options_.listen_name,
+                                              [this] { return allowed_hosts(); });
+    add_metrics_routes(http, *this);
+    add_health_routes(http, *this);
+    add_dashboard_routes(http, *this);
+    http.listen();
     if (options_.serving_line)
       log(options_.serving_line(options_.listen.substr(0, options_.listen.rfind(':')),
                                 signals_->http->port()));

@@ -30,8 +30,8 @@
 
 #include "config.h"
 #include "instrument.h"
-#include "metrics.h"
 #include "pipeline_options.h"
+#include "pipeline_view.h"
 
 namespace outpost::cli {
 
