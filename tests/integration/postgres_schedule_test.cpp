@@ -16,6 +16,7 @@
 
 #include "outpost/store.h"
 #include "outpost/stores/postgres.h"
+#include "postgres_test.h"
 #include "store_cases.h"
 #include "stores/postgres/schema.h"
 
@@ -24,48 +25,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
-
-struct PgConnDeleter {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
-};
-using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
-
-std::string shared_url() {
-  auto url = testing::env("OUTPOST_TEST_PG_URL");
-  return url ? *url : std::string();
-}
-
-#define REQUIRE_PG()                                                                 \
-  do {                                                                               \
-    if (shared_url().empty()) {                                                      \
-      if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set"; \
-      GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";                                 \
-    }                                                                                \
-  } while (0)
-
-PgConn raw_connect(const std::string& url) {
-  PgConn c(PQconnectdb(url.c_str()));
-  if (PQstatus(c.get()) != CONNECTION_OK)
-    throw std::runtime_error(std::string("connect: ") + PQerrorMessage(c.get()));
-  return c;
-}
-
-// The first column of the first row ("" when none).
-std::string query_one(PGconn* c, const std::string& sql) {
-  PGresult* r = PQexec(c, sql.c_str());
-  auto st = PQresultStatus(r);
-  std::string out, err = PQresultErrorMessage(r);
-  if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
-  PQclear(r);
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + err);
-  return out;
-}
-
-void drop_outbox(PGconn* c, const std::string& table) {
-  query_one(c, "DROP TABLE IF EXISTS \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                   "_archive\", \"" + table + "_partitions\", \"" + table + "_members\" CASCADE");
-  query_one(c, "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
-}
+using testing::pg_connect;
+using testing::pg_drop_outbox;
+using testing::pg_query_one;
+using testing::shared_pg_url;
 
 std::vector<EventId> ids(const ClaimedBatch& b) {
   std::vector<EventId> out;
@@ -88,15 +51,15 @@ ClaimedBatch claim_within(Store& s, Duration max_wait = 10s) {
 TEST(PostgresSchedule, PlainSqlInsertWithDeliverAtIsHeld) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("sched_");
-  auto conn = raw_connect(shared_url());
-  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  auto conn = pg_connect(shared_pg_url());
+  auto store = open_postgres_store(shared_pg_url() + "?table=" + table);
   const std::string t = "\"" + table + "\"";
-  query_one(conn.get(), "INSERT INTO " + t +
-                            " (id, type, key, payload, deliver_at) VALUES "
-                            "(gen_random_uuid(), 'later', 'k', '\\x7b7d', now() + interval "
-                            "'1 hour'), (gen_random_uuid(), 'behind', 'k', '\\x7b7d', NULL), "
-                            "(gen_random_uuid(), 'now', 'j', '\\x7b7d', now() - interval '1 "
-                            "minute')");
+  pg_query_one(conn.get(), "INSERT INTO " + t +
+                               " (id, type, key, payload, deliver_at) VALUES "
+                               "(gen_random_uuid(), 'later', 'k', '\\x7b7d', now() + interval "
+                               "'1 hour'), (gen_random_uuid(), 'behind', 'k', '\\x7b7d', NULL), "
+                               "(gen_random_uuid(), 'now', 'j', '\\x7b7d', now() - interval '1 "
+                               "minute')");
   auto listed = store->list(10);
   ASSERT_EQ(listed.size(), 3u);
   ASSERT_TRUE(listed[0].deliver_at.has_value());
@@ -109,14 +72,14 @@ TEST(PostgresSchedule, PlainSqlInsertWithDeliverAtIsHeld) {
   EXPECT_TRUE(batch.events[0].deliver_at.has_value());
   EXPECT_EQ(store->ack(batch, ids(batch)), 1u);
   // Due now (as if the hour passed): the head first, then the row behind it.
-  query_one(conn.get(), "UPDATE " + t + " SET due_at = now() WHERE type = 'later'");
+  pg_query_one(conn.get(), "UPDATE " + t + " SET due_at = now() WHERE type = 'later'");
   auto due = store->claim(10, 30s);
   ASSERT_EQ(due.events.size(), 2u);
   EXPECT_EQ(due.events[0].type, "later");
   EXPECT_EQ(due.events[1].type, "behind");
   EXPECT_EQ(due.events[0].attempts, 1);
   store.reset();
-  drop_outbox(conn.get(), table);
+  pg_drop_outbox(conn.get(), table);
 }
 
 // A scheduled event that fails for good keeps its deliver_at among the dead letters; retried, it
@@ -124,8 +87,8 @@ TEST(PostgresSchedule, PlainSqlInsertWithDeliverAtIsHeld) {
 TEST(PostgresSchedule, DeadScheduledEventKeepsDeliverAtAndRetriesAtOnce) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("sched_");
-  auto conn = raw_connect(shared_url());
-  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  auto conn = pg_connect(shared_pg_url());
+  auto store = open_postgres_store(shared_pg_url() + "?table=" + table);
   Event e = Event::make("t", "{}", "k");
   e.deliver_at = now() + 300ms;
   std::vector<Event> events{e};
@@ -146,7 +109,7 @@ TEST(PostgresSchedule, DeadScheduledEventKeepsDeliverAtAndRetriesAtOnce) {
   ASSERT_EQ(again.events.size(), 1u) << "a retried scheduled event was held again";
   EXPECT_TRUE(again.events[0].deliver_at.has_value());
   store.reset();
-  drop_outbox(conn.get(), table);
+  pg_drop_outbox(conn.get(), table);
 }
 
 // Schema version 5 adds deliver_at. A version 4 outbox (no column, no trigger) is read as it is
@@ -155,27 +118,27 @@ TEST(PostgresSchedule, DeadScheduledEventKeepsDeliverAtAndRetriesAtOnce) {
 TEST(PostgresSchedule, SchemaV4OutboxIsUpgradedToV5) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("mig_");
-  const std::string url = shared_url() + "?table=" + table;
-  auto conn = raw_connect(shared_url());
+  const std::string url = shared_pg_url() + "?table=" + table;
+  auto conn = pg_connect(shared_pg_url());
   const std::string t = "\"" + table + "\"";
   auto version = [&] {
-    return query_one(conn.get(),
-                     "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
+    return pg_query_one(conn.get(),
+                        "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
   };
   open_postgres_store(url);
   // What a v4 build left behind.
-  query_one(conn.get(), "DROP TRIGGER \"" + table + "_schedule\" ON " + t);
-  query_one(conn.get(), "DROP FUNCTION \"" + table + "_schedule\"");
-  query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN deliver_at");
-  query_one(conn.get(), "ALTER TABLE \"" + table + "_dead\" DROP COLUMN deliver_at");
-  query_one(conn.get(),
-            "UPDATE outpost_schema_version SET version = 4 WHERE tbl = '" + table + "'");
-  query_one(conn.get(), "INSERT INTO " + t +
-                            " (id, type, key, payload) VALUES (gen_random_uuid(), 'old', 'k', "
-                            "'\\x7b7d')");
+  pg_query_one(conn.get(), "DROP TRIGGER \"" + table + "_schedule\" ON " + t);
+  pg_query_one(conn.get(), "DROP FUNCTION \"" + table + "_schedule\"");
+  pg_query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN deliver_at");
+  pg_query_one(conn.get(), "ALTER TABLE \"" + table + "_dead\" DROP COLUMN deliver_at");
+  pg_query_one(conn.get(),
+               "UPDATE outpost_schema_version SET version = 4 WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(), "INSERT INTO " + t +
+                               " (id, type, key, payload) VALUES (gen_random_uuid(), 'old', 'k', "
+                               "'\\x7b7d')");
   {
     StoreOptions ro;
-    ro.open = StoreOptions::Open::read_only;
+    ro.open = OpenMode::read_only;
     auto reader = open_postgres_store(url, ro);
     auto listed = reader->list(10);
     ASSERT_EQ(listed.size(), 1u);
@@ -196,7 +159,7 @@ TEST(PostgresSchedule, SchemaV4OutboxIsUpgradedToV5) {
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_TRUE(listed[1].deliver_at.has_value());
   store.reset();
-  drop_outbox(conn.get(), table);
+  pg_drop_outbox(conn.get(), table);
 }
 
 // An event scheduled for later is not the oldest pending one: its age would read as a stuck
@@ -204,8 +167,8 @@ TEST(PostgresSchedule, SchemaV4OutboxIsUpgradedToV5) {
 TEST(PostgresSchedule, ScheduledEventsAreNotTheOldestPending) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("sched_");
-  auto conn = raw_connect(shared_url());
-  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  auto conn = pg_connect(shared_pg_url());
+  auto store = open_postgres_store(shared_pg_url() + "?table=" + table);
   Event e = Event::make("t", "{}", "k");
   e.occurred_at = now() - 1h;
   e.deliver_at = now() + 1h;
@@ -214,15 +177,15 @@ TEST(PostgresSchedule, ScheduledEventsAreNotTheOldestPending) {
   auto s = store->stats();
   EXPECT_LT(s.oldest_pending_age, Duration(60'000));
   store.reset();
-  drop_outbox(conn.get(), table);
+  pg_drop_outbox(conn.get(), table);
 }
 
 // Scheduled events are counted apart from pending (StoreStats::scheduled).
 TEST(PostgresSchedule, StatsCountScheduledApartFromPending) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("sched_");
-  auto conn = raw_connect(shared_url());
-  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  auto conn = pg_connect(shared_pg_url());
+  auto store = open_postgres_store(shared_pg_url() + "?table=" + table);
   Event later = Event::make("t", "{}", "k");
   later.deliver_at = now() + 1h;
   std::vector<Event> events{later, Event::make("t", "{}", "j")};
@@ -231,7 +194,7 @@ TEST(PostgresSchedule, StatsCountScheduledApartFromPending) {
   EXPECT_EQ(s.scheduled, 1);
   EXPECT_EQ(s.pending, 1);
   store.reset();
-  drop_outbox(conn.get(), table);
+  pg_drop_outbox(conn.get(), table);
 }
 
 // ClaimOrder::strict: a key with a dead letter is held until it is retried, then the retried
@@ -239,8 +202,8 @@ TEST(PostgresSchedule, StatsCountScheduledApartFromPending) {
 TEST(PostgresSchedule, StrictClaimHoldsAKeyWithADeadLetter) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("strict_");
-  auto conn = raw_connect(shared_url());
-  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  auto conn = pg_connect(shared_pg_url());
+  auto store = open_postgres_store(shared_pg_url() + "?table=" + table);
   std::vector<Event> events{Event::make("a", "{}", "k"), Event::make("b", "{}", "k"),
                             Event::make("c", "{}", "j")};
   store->append(events);
@@ -260,7 +223,7 @@ TEST(PostgresSchedule, StrictClaimHoldsAKeyWithADeadLetter) {
   EXPECT_EQ(after.events[0].type, "a");
   EXPECT_EQ(after.events[1].type, "b");
   store.reset();
-  drop_outbox(conn.get(), table);
+  pg_drop_outbox(conn.get(), table);
 }
 
 // StoreOptions::dead_retention: dead letters older than it are deleted (at open, then after
@@ -268,8 +231,8 @@ TEST(PostgresSchedule, StrictClaimHoldsAKeyWithADeadLetter) {
 TEST(PostgresSchedule, DeadRetentionDeletesOldDeadLetters) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("dret_");
-  auto conn = raw_connect(shared_url());
-  const std::string url = shared_url() + "?table=" + table;
+  auto conn = pg_connect(shared_pg_url());
+  const std::string url = shared_pg_url() + "?table=" + table;
   {
     auto store = open_postgres_store(url);
     std::vector<Event> events{Event::make("old", "{}", "k"), Event::make("young", "{}", "j")};
@@ -280,8 +243,9 @@ TEST(PostgresSchedule, DeadRetentionDeletesOldDeadLetters) {
                            {batch.events[1].id, "x", std::nullopt}};
     EXPECT_EQ(store->nack(batch, dead), 2u);
   }
-  query_one(conn.get(), "UPDATE \"" + table +
-                            "_dead\" SET dead_at = now() - interval '2 days' WHERE type = 'old'");
+  pg_query_one(
+      conn.get(),
+      "UPDATE \"" + table + "_dead\" SET dead_at = now() - interval '2 days' WHERE type = 'old'");
   StoreOptions o;
   o.dead_retention = Duration(24 * 3600 * 1000);
   auto store = open_postgres_store(url, o);
@@ -289,7 +253,7 @@ TEST(PostgresSchedule, DeadRetentionDeletesOldDeadLetters) {
   ASSERT_EQ(letters.size(), 1u);
   EXPECT_EQ(letters[0].type, "young");
   store.reset();
-  drop_outbox(conn.get(), table);
+  pg_drop_outbox(conn.get(), table);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "outpost/error.h"
 #include "outpost/relay.h"
 #include "outpost/stores/postgres.h"
+#include "postgres_test.h"
 #include "private_postgres.h"
 #include "server_process.h"
 #include "store_cases.h"
@@ -36,45 +37,12 @@ namespace {
 
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
+using testing::pg_connect;
+using testing::pg_query_one;
+using testing::shared_pg_url;
 namespace fs = std::filesystem;
 
-struct PgConnDeleter {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
-};
-using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
-
-PgConn raw_connect(const std::string& url) {
-  PgConn c(PQconnectdb(url.substr(0, url.find('?')).c_str()));
-  if (PQstatus(c.get()) != CONNECTION_OK)
-    throw std::runtime_error(std::string("connect: ") + PQerrorMessage(c.get()));
-  return c;
-}
-
-std::string query_one(PGconn* c, const std::string& sql) {
-  PGresult* r = PQexec(c, sql.c_str());
-  std::string out;
-  auto st = PQresultStatus(r);
-  if (st == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
-  std::string err = PQresultErrorMessage(r);
-  PQclear(r);
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + err);
-  return out;
-}
-
 using testing::PrivateCluster;  // a cluster this test owns (so it may stop and restart it)
-
-std::string shared_url() {
-  auto url = testing::env("OUTPOST_TEST_PG_URL");
-  return url ? *url : std::string();
-}
-
-#define REQUIRE_PG()                                                                 \
-  do {                                                                               \
-    if (shared_url().empty()) {                                                      \
-      if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set"; \
-      GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";                                 \
-    }                                                                                \
-  } while (0)
 
 std::string with_table(const std::string& base, const std::string& table,
                        const std::string& extra = {}) {
@@ -117,7 +85,7 @@ TEST(PostgresStore, ServerDownIsAConnectionErrorNamingHostPortWithoutPassword) {
 
 TEST(PostgresStore, WrongDatabaseIsAClearError) {
   REQUIRE_PG();
-  std::string base = shared_url();
+  std::string base = shared_pg_url();
   std::string url = base.substr(0, base.rfind('/')) + "/no_such_db_outpost";
   try {
     open_postgres_store(url);
@@ -130,19 +98,19 @@ TEST(PostgresStore, WrongDatabaseIsAClearError) {
 TEST(PostgresStore, TxHandleOutsideATransactionIsRejected) {
   REQUIRE_PG();
   std::string table = testing::unique_name("txh_");
-  auto store = open_postgres_store(with_table(shared_url(), table));
-  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(with_table(shared_pg_url(), table));
+  auto conn = pg_connect(shared_pg_url());
   std::vector<Event> events{Event::make("t", "{}")};
   EXPECT_THROW(store->append(events, TxHandle::postgres(conn.get())), ConfigError);
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\" CASCADE");
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\" CASCADE");
 }
 
 // --- schema and notifications --------------------------------------------------------------------
 
 TEST(PostgresStore, ConcurrentFirstOpensDoNotRace) {
   REQUIRE_PG();
-  std::string url = with_table(shared_url(), testing::unique_name("race_"),
+  std::string url = with_table(shared_pg_url(), testing::unique_name("race_"),
                                "&schema=" + testing::unique_name("s_"));
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -157,9 +125,9 @@ TEST(PostgresStore, ConcurrentFirstOpensDoNotRace) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  auto conn = raw_connect(shared_url());
+  auto conn = pg_connect(shared_pg_url());
   std::string schema = url.substr(url.find("schema=") + 7);
-  query_one(conn.get(), "DROP SCHEMA \"" + schema + "\" CASCADE");
+  pg_query_one(conn.get(), "DROP SCHEMA \"" + schema + "\" CASCADE");
 }
 
 // Schema v2 sets fillfactor 30 (claims stay HOT updates); an outbox created by a v1 build is
@@ -167,25 +135,25 @@ TEST(PostgresStore, ConcurrentFirstOpensDoNotRace) {
 TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   REQUIRE_PG();
   std::string table = testing::unique_name("mig_");
-  std::string url = with_table(shared_url(), table);
-  auto conn = raw_connect(shared_url());
+  std::string url = with_table(shared_pg_url(), table);
+  auto conn = pg_connect(shared_pg_url());
   auto reloptions = [&] {
-    return query_one(conn.get(),
-                     "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = "
-                     "'public.\"" +
-                         table + "\"'::regclass");
+    return pg_query_one(conn.get(),
+                        "SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = "
+                        "'public.\"" +
+                            table + "\"'::regclass");
   };
   auto version = [&] {
-    return query_one(conn.get(),
-                     "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
+    return pg_query_one(conn.get(),
+                        "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
   };
   open_postgres_store(url);
   EXPECT_EQ(reloptions(), "fillfactor=30");
   EXPECT_EQ(version(), "5");
   // What a v1 build left behind.
-  query_one(conn.get(), "ALTER TABLE \"" + table + "\" SET (fillfactor = 60)");
-  query_one(conn.get(),
-            "UPDATE outpost_schema_version SET version = 1 WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(), "ALTER TABLE \"" + table + "\" SET (fillfactor = 60)");
+  pg_query_one(conn.get(),
+               "UPDATE outpost_schema_version SET version = 1 WHERE tbl = '" + table + "'");
   {
     auto store = open_postgres_store(url);
     EXPECT_EQ(reloptions(), "fillfactor=30");
@@ -198,9 +166,9 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
     EXPECT_EQ(store->ack(batch, ids), 1u);
     EXPECT_EQ(store->stats().pending, 0);
   }
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\" CASCADE");
-  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\" CASCADE");
+  pg_query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
 }
 
 // Schema v3 adds the crash counter. An outbox a v2 build left behind (no crashes columns) with an
@@ -210,32 +178,34 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
 TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
   REQUIRE_PG();
   std::string table = testing::unique_name("mig_");
-  std::string url = with_table(shared_url(), table);
-  auto conn = raw_connect(shared_url());
+  std::string url = with_table(shared_pg_url(), table);
+  auto conn = pg_connect(shared_pg_url());
   const std::string t = "\"" + table + "\"", dead_t = "\"" + table + "_dead\"";
   auto version = [&] {
-    return query_one(conn.get(),
-                     "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
+    return pg_query_one(conn.get(),
+                        "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
   };
   open_postgres_store(url);
   EXPECT_EQ(version(), "5");
   // What a v2 build left behind.
-  query_one(conn.get(), "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table + "_claim_needs_v4\"");
-  query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN crashes");
-  query_one(conn.get(), "ALTER TABLE " + dead_t + " DROP COLUMN crashes");
-  query_one(conn.get(),
-            "UPDATE outpost_schema_version SET version = 2 WHERE tbl = '" + table + "'");
-  query_one(conn.get(), "INSERT INTO " + t +
-                            " (id, type, key, payload, attempts, state, lease_owner, lease_until) "
-                            "VALUES (gen_random_uuid(), 'in.flight', 'k', '\\x7b7d', 1, 1, "
-                            "'pg-gone-1', now() - interval '1 hour')");
-  query_one(conn.get(), "INSERT INTO " + dead_t +
-                            " (seq, id, type, key, payload, occurred_at, headers, attempts, "
-                            "last_error) VALUES (1000, gen_random_uuid(), 'dead', 'd', "
-                            "'\\x7b7d', now(), '{}', 3, 'refused')");
+  pg_query_one(conn.get(),
+               "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table + "_claim_needs_v4\"");
+  pg_query_one(conn.get(), "ALTER TABLE " + t + " DROP COLUMN crashes");
+  pg_query_one(conn.get(), "ALTER TABLE " + dead_t + " DROP COLUMN crashes");
+  pg_query_one(conn.get(),
+               "UPDATE outpost_schema_version SET version = 2 WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(),
+               "INSERT INTO " + t +
+                   " (id, type, key, payload, attempts, state, lease_owner, lease_until) "
+                   "VALUES (gen_random_uuid(), 'in.flight', 'k', '\\x7b7d', 1, 1, "
+                   "'pg-gone-1', now() - interval '1 hour')");
+  pg_query_one(conn.get(), "INSERT INTO " + dead_t +
+                               " (seq, id, type, key, payload, occurred_at, headers, attempts, "
+                               "last_error) VALUES (1000, gen_random_uuid(), 'dead', 'd', "
+                               "'\\x7b7d', now(), '{}', 3, 'refused')");
   {
     StoreOptions ro;
-    ro.open = StoreOptions::Open::read_only;
+    ro.open = OpenMode::read_only;
     auto store = open_postgres_store(url, ro);
     auto listed = store->list(10);
     ASSERT_EQ(listed.size(), 1u);
@@ -272,8 +242,9 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
     EXPECT_EQ(dead[0].type, "in.flight");  // seq 1, before the dead letter's 1000
     EXPECT_EQ(dead[0].crashes, 1);
   }
-  query_one(conn.get(), "DROP TABLE " + t + ", " + dead_t + ", \"" + table + "_archive\" CASCADE");
-  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(),
+               "DROP TABLE " + t + ", " + dead_t + ", \"" + table + "_archive\" CASCADE");
+  pg_query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
 }
 
 std::vector<EventId> ids_of(const std::vector<StoredEvent>& events) {
@@ -289,43 +260,43 @@ std::vector<EventId> ids_of(const std::vector<StoredEvent>& events) {
 TEST(PostgresStore, SchemaV3OutboxIsUpgradedToV4AndOldRelaysAreRefused) {
   REQUIRE_PG();
   std::string table = testing::unique_name("mig_");
-  std::string url = with_table(shared_url(), table);
-  auto conn = raw_connect(shared_url());
+  std::string url = with_table(shared_pg_url(), table);
+  auto conn = pg_connect(shared_pg_url());
   const std::string t = "\"" + table + "\"";
   open_postgres_store(url);
   // What a v3 build left behind: no partition columns, tables, function or constraint.
-  query_one(conn.get(), "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table +
-                            "_claim_needs_v4\", DROP COLUMN part, DROP COLUMN fence");
-  query_one(conn.get(), "DROP TABLE \"" + table + "_partitions\", \"" + table + "_members\"");
-  query_one(conn.get(), "DROP FUNCTION \"" + table + "_rebalance\"");
-  query_one(conn.get(),
-            "UPDATE outpost_schema_version SET version = 3 WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(), "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table +
+                               "_claim_needs_v4\", DROP COLUMN part, DROP COLUMN fence");
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "_partitions\", \"" + table + "_members\"");
+  pg_query_one(conn.get(), "DROP FUNCTION \"" + table + "_rebalance\"");
+  pg_query_one(conn.get(),
+               "UPDATE outpost_schema_version SET version = 3 WHERE tbl = '" + table + "'");
   for (int i = 0; i < 20; ++i)
-    query_one(conn.get(), "INSERT INTO " + t +
-                              " (id, type, key, payload) VALUES "
-                              "(gen_random_uuid(), 'e', 'k" +
-                              std::to_string(i % 5) + "', '\\x7b7d')");
+    pg_query_one(conn.get(), "INSERT INTO " + t +
+                                 " (id, type, key, payload) VALUES "
+                                 "(gen_random_uuid(), 'e', 'k" +
+                                 std::to_string(i % 5) + "', '\\x7b7d')");
   // k0's head is in flight under a v3 relay's lease (8 s more).
-  query_one(conn.get(),
-            "UPDATE " + t +
-                " SET state = 1, attempts = 1, lease_owner = 'pg-old-1', "
-                "lease_until = now() + interval '8 seconds' WHERE seq = (SELECT min(seq) "
-                "FROM " +
-                t + " WHERE key = 'k0')");
+  pg_query_one(conn.get(),
+               "UPDATE " + t +
+                   " SET state = 1, attempts = 1, lease_owner = 'pg-old-1', "
+                   "lease_until = now() + interval '8 seconds' WHERE seq = (SELECT min(seq) "
+                   "FROM " +
+                   t + " WHERE key = 'k0')");
   auto store = open_postgres_store(url);
-  EXPECT_EQ(query_one(conn.get(),
-                      "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'"),
+  EXPECT_EQ(pg_query_one(conn.get(),
+                         "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'"),
             "5");
-  EXPECT_EQ(
-      query_one(conn.get(), "SELECT count(*) FROM " + t +
-                                " WHERE part IS DISTINCT FROM (hashtext(key) & 2147483647) % 64"),
-      "0");
-  EXPECT_EQ(query_one(conn.get(), "SELECT count(*) FROM \"" + table + "_partitions\""), "64");
+  EXPECT_EQ(pg_query_one(conn.get(),
+                         "SELECT count(*) FROM " + t +
+                             " WHERE part IS DISTINCT FROM (hashtext(key) & 2147483647) % 64"),
+            "0");
+  EXPECT_EQ(pg_query_one(conn.get(), "SELECT count(*) FROM \"" + table + "_partitions\""), "64");
   // An old relay's claim (its statement's shape: state 1 under its own owner) is refused.
   try {
-    query_one(conn.get(), "UPDATE " + t +
-                              " SET state = 1, lease_owner = 'pg-old-2', lease_until "
-                              "= now() + interval '1 minute' WHERE key = 'k1'");
+    pg_query_one(conn.get(), "UPDATE " + t +
+                                 " SET state = 1, lease_owner = 'pg-old-2', lease_until "
+                                 "= now() + interval '1 minute' WHERE key = 'k1'");
     ADD_FAILURE() << "an old relay's claim was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(table + "_claim_needs_v4"), std::string::npos) << e.what();
@@ -352,10 +323,10 @@ TEST(PostgresStore, SchemaV3OutboxIsUpgradedToV4AndOldRelaysAreRefused) {
   // A URL asking for another partition count than the outbox has is refused.
   EXPECT_THROW(open_postgres_store(url + "&partitions=16"), ConfigError);
   store.reset();
-  query_one(conn.get(), "DROP TABLE " + t + ", \"" + table + "_dead\", \"" + table +
-                            "_archive\", \"" + table + "_partitions\", \"" + table +
-                            "_members\" CASCADE");
-  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(), "DROP TABLE " + t + ", \"" + table + "_dead\", \"" + table +
+                               "_archive\", \"" + table + "_partitions\", \"" + table +
+                               "_members\" CASCADE");
+  pg_query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
 }
 
 // Issue 19: a relay paused past its partition lease finds its partitions moved (the fence went
@@ -364,8 +335,8 @@ TEST(PostgresStore, SchemaV3OutboxIsUpgradedToV4AndOldRelaysAreRefused) {
 TEST(PostgresStore, AStaleOwnersWritesAreRefusedAfterItsPartitionsMoved) {
   REQUIRE_PG();
   std::string table = testing::unique_name("fence_");
-  std::string url = with_table(shared_url(), table, "&partition_lease_ms=1000");
-  auto conn = raw_connect(shared_url());
+  std::string url = with_table(shared_pg_url(), table, "&partition_lease_ms=1000");
+  auto conn = pg_connect(shared_pg_url());
   auto a = open_postgres_store(url);
   std::vector<Event> events;
   for (int i = 0; i < 6; ++i) events.push_back(Event::make("e", "{}", "k" + std::to_string(i % 2)));
@@ -376,7 +347,7 @@ TEST(PostgresStore, AStaleOwnersWritesAreRefusedAfterItsPartitionsMoved) {
   // a is "paused" past its partition lease and its partitions are taken over: every one gets a
   // new owner and a higher fence (b, or a itself when its heartbeat gets there first).
   const std::string parts = "\"" + table + "_partitions\"";
-  query_one(conn.get(), "UPDATE " + parts + " SET owner = NULL, lease_until = NULL");
+  pg_query_one(conn.get(), "UPDATE " + parts + " SET owner = NULL, lease_until = NULL");
   auto b = open_postgres_store(url);
   EXPECT_TRUE(b->claim(100, 30s).empty());  // the rows are still leased to a
   std::vector<EventId> one{held.events[0].id};
@@ -386,7 +357,8 @@ TEST(PostgresStore, AStaleOwnersWritesAreRefusedAfterItsPartitionsMoved) {
   EXPECT_EQ(a->nack(held, nacks), 0u);
   EXPECT_EQ(a->release(held, other), 0u);
   EXPECT_FALSE(a->renew(held, 30s));
-  EXPECT_EQ(query_one(conn.get(), "SELECT count(*) FROM \"" + table + "\" WHERE state = 1"), "6");
+  EXPECT_EQ(pg_query_one(conn.get(), "SELECT count(*) FROM \"" + table + "\" WHERE state = 1"),
+            "6");
   // After the row leases expire b delivers all six, each key in order, each a crash.
   auto deadline = SteadyClock::now() + 30s;
   std::vector<StoredEvent> got;
@@ -409,9 +381,9 @@ TEST(PostgresStore, AStaleOwnersWritesAreRefusedAfterItsPartitionsMoved) {
   EXPECT_EQ(got_by_key, want_by_key);  // each key in emit order
   a.reset();
   b.reset();
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\", " + parts + ", \"" + table + "_members\" CASCADE");
-  query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\", " + parts + ", \"" + table + "_members\" CASCADE");
+  pg_query_one(conn.get(), "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
 }
 
 // Counts notifications on the outbox's channel delivered to a plain LISTEN connection.
@@ -433,14 +405,14 @@ int count_notifications(PGconn* listener, std::chrono::milliseconds settle) {
 TEST(PostgresStore, OneNotificationPerTransactionNotPerRow) {
   REQUIRE_PG();
   std::string table = testing::unique_name("notify_");
-  auto store = open_postgres_store(with_table(shared_url(), table));
-  auto listener = raw_connect(shared_url());
-  std::string channel = query_one(
+  auto store = open_postgres_store(with_table(shared_pg_url(), table));
+  auto listener = pg_connect(shared_pg_url());
+  std::string channel = pg_query_one(
       listener.get(),
       "SELECT substring(prosrc FROM 'pg_notify\\(''([^'']+)''') FROM pg_proc WHERE proname = '" +
           table + "_notify'");
   ASSERT_FALSE(channel.empty());
-  query_one(listener.get(), "LISTEN \"" + channel + "\"");
+  pg_query_one(listener.get(), "LISTEN \"" + channel + "\"");
 
   std::vector<Event> many;
   for (int i = 0; i < 500; ++i) many.push_back(Event::make("t", "{}", "k" + std::to_string(i % 7)));
@@ -448,31 +420,31 @@ TEST(PostgresStore, OneNotificationPerTransactionNotPerRow) {
   EXPECT_EQ(count_notifications(listener.get(), 300ms), 1);
 
   // Two appends inside one user transaction: still one notification, at commit.
-  auto writer = raw_connect(shared_url());
-  query_one(writer.get(), "BEGIN");
+  auto writer = pg_connect(shared_pg_url());
+  pg_query_one(writer.get(), "BEGIN");
   std::vector<Event> ten(many.begin(), many.begin() + 10);
   for (auto& e : ten) e.id = EventId::generate();
   store->append(ten, TxHandle::postgres(writer.get()));
   EXPECT_EQ(count_notifications(listener.get(), 100ms), 0);  // nothing before commit
   std::vector<Event> more{Event::make("t", "{}"), Event::make("t", "{}")};
   store->append(more, TxHandle::postgres(writer.get()));
-  query_one(writer.get(), "COMMIT");
+  pg_query_one(writer.get(), "COMMIT");
   EXPECT_EQ(count_notifications(listener.get(), 300ms), 1);
   store.reset();
-  query_one(writer.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                              "_archive\" CASCADE");
+  pg_query_one(writer.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                                 "_archive\" CASCADE");
 }
 
 TEST(PostgresStore, ArchiveGoesToTimePartitionsAndRetentionDropsThem) {
   REQUIRE_PG();
   std::string table = testing::unique_name("arch_");
-  auto store = open_postgres_store(
-      with_table(shared_url(), table, "&archive=true&archive_retention=1s&archive_partition=hour"));
-  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(with_table(
+      shared_pg_url(), table, "&archive=true&archive_retention=1s&archive_partition=hour"));
+  auto conn = pg_connect(shared_pg_url());
   auto partitions = [&] {
     return std::stoi(
-        query_one(conn.get(), "SELECT count(*) FROM pg_inherits WHERE inhparent = '\"" + table +
-                                  "_archive\"'::regclass"));
+        pg_query_one(conn.get(), "SELECT count(*) FROM pg_inherits WHERE inhparent = '\"" + table +
+                                     "_archive\"'::regclass"));
   };
   EXPECT_GE(partitions(), 2);  // this hour and the next exist before the first ack
   std::vector<Event> events(20, Event::make("t", "{}"));
@@ -484,9 +456,9 @@ TEST(PostgresStore, ArchiveGoesToTimePartitionsAndRetentionDropsThem) {
   for (const auto& e : batch.events) ids.push_back(e.id);
   EXPECT_EQ(store->ack(batch, ids), 20u);
   EXPECT_EQ(store->stats().archived, 20);
-  EXPECT_EQ(query_one(conn.get(), "SELECT count(*) FROM \"" + table +
-                                      "_archive\" WHERE archived_at "
-                                      "<= clock_timestamp()"),
+  EXPECT_EQ(pg_query_one(conn.get(), "SELECT count(*) FROM \"" + table +
+                                         "_archive\" WHERE archived_at "
+                                         "<= clock_timestamp()"),
             "20");
   // Past the retention, the next ack's maintenance removes the old rows.
   std::this_thread::sleep_for(1200ms);
@@ -498,8 +470,8 @@ TEST(PostgresStore, ArchiveGoesToTimePartitionsAndRetentionDropsThem) {
   store->ack(b2, id2);
   EXPECT_EQ(store->stats().archived, 1);
   store.reset();
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\" CASCADE");
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\" CASCADE");
 }
 
 // A count returned by ack/nack/release is a settlement that has taken effect: a later failure
@@ -508,29 +480,30 @@ TEST(PostgresStore, ArchiveGoesToTimePartitionsAndRetentionDropsThem) {
 TEST(PostgresStore, ASettlementCountedStaysWhenALaterOneFails) {
   REQUIRE_PG();
   std::string table = testing::unique_name("settle_");
-  auto store = open_postgres_store(with_table(shared_url(), table, "&archive=true"));
-  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(with_table(shared_pg_url(), table, "&archive=true"));
+  auto conn = pg_connect(shared_pg_url());
   std::vector<Event> events{Event::make("t", "{}", "a"), Event::make("t", "{}", "b")};
   store->append(events);
   auto batch = store->claim(10, 30s);
   ASSERT_EQ(batch.events.size(), 2u);
-  query_one(conn.get(),
-            "DO $$ DECLARE r record; BEGIN FOR r IN SELECT c.relname FROM pg_inherits "
-            "i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '\"" +
-                table +
-                "_archive\"'::regclass LOOP EXECUTE format('DROP TABLE %I', "
-                "r.relname); END LOOP; END $$");
+  pg_query_one(conn.get(),
+               "DO $$ DECLARE r record; BEGIN FOR r IN SELECT c.relname FROM pg_inherits "
+               "i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = '\"" +
+                   table +
+                   "_archive\"'::regclass LOOP EXECUTE format('DROP TABLE %I', "
+                   "r.relname); END LOOP; END $$");
   std::vector<Nack> nack{{batch.events[0].id, "boom", std::chrono::hours(1)}};
   EXPECT_EQ(store->nack(batch, nack), 1u);
   std::vector<EventId> ack{batch.events[1].id};
   EXPECT_EQ(store->ack(batch, ack), 1u);  // fails once (no partition), then succeeds
-  EXPECT_EQ(query_one(conn.get(), "SELECT state || ' ' || coalesce(last_error, '-') FROM \"" +
-                                      table + "\" WHERE id = '" + batch.events[0].id.str() + "'"),
-            "2 boom");
+  EXPECT_EQ(
+      pg_query_one(conn.get(), "SELECT state || ' ' || coalesce(last_error, '-') FROM \"" + table +
+                                   "\" WHERE id = '" + batch.events[0].id.str() + "'"),
+      "2 boom");
   EXPECT_EQ(store->stats().archived, 1);
   store.reset();
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\" CASCADE");
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\" CASCADE");
 }
 
 // A poll() that fails (here EINVAL: more descriptors than RLIMIT_NOFILE allows) fails at once
@@ -544,7 +517,7 @@ TEST(PostgresStore, WaitForWorkReportsAFailingPoll) {
   GTEST_SKIP() << "needs file descriptors the sanitizer runtime takes";
 #endif
   std::string table = testing::unique_name("poll_");
-  auto store = open_postgres_store(with_table(shared_url(), table));
+  auto store = open_postgres_store(with_table(shared_pg_url(), table));
   // The first wait connects the LISTEN connection and returns; wait until a wait really blocks.
   bool blocks = false;
   for (int i = 0; i < 10 && !blocks; ++i) {
@@ -571,9 +544,9 @@ TEST(PostgresStore, WaitForWorkReportsAFailingPoll) {
   store->wait_for_work(300ms);
   EXPECT_GE(SteadyClock::now() - t, 250ms);
   store.reset();
-  auto conn = raw_connect(shared_url());
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\" CASCADE");
+  auto conn = pg_connect(shared_pg_url());
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\" CASCADE");
 }
 
 // A sink's error text is not ours to choose (a webhook's body may be Latin-1 or binary), and a
@@ -582,7 +555,7 @@ TEST(PostgresStore, WaitForWorkReportsAFailingPoll) {
 TEST(PostgresStore, NackKeepsAnyErrorTextAsValidUtf8) {
   REQUIRE_PG();
   std::string table = testing::unique_name("nackerr_");
-  auto store = open_postgres_store(with_table(shared_url(), table));
+  auto store = open_postgres_store(with_table(shared_pg_url(), table));
   std::vector<Event> events{Event::make("t", "{}"), Event::make("t", "{}")};
   store->append(events);
   auto batch = store->claim(10, 30s);
@@ -599,9 +572,9 @@ TEST(PostgresStore, NackKeepsAnyErrorTextAsValidUtf8) {
             "before\xef\xbf\xbd"
             "after \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xf0\x9f\x98\x80");
   store.reset();
-  auto conn = raw_connect(shared_url());
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\" CASCADE");
+  auto conn = pg_connect(shared_pg_url());
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\" CASCADE");
 }
 
 // Values PostgreSQL refuses come back naming the event and the field, never as the backend's
@@ -609,7 +582,7 @@ TEST(PostgresStore, NackKeepsAnyErrorTextAsValidUtf8) {
 TEST(PostgresStore, RefusedValuesNameTheEventAndField) {
   REQUIRE_PG();
   std::string table = testing::unique_name("refuse_");
-  auto store = open_postgres_store(with_table(shared_url(), table));
+  auto store = open_postgres_store(with_table(shared_pg_url(), table));
   std::mt19937 rng(7);
   std::string long_key;  // incompressible, so the index row cannot shrink below the limit
   for (int i = 0; i < 3000; ++i) long_key += static_cast<char>('!' + rng() % 90);
@@ -627,8 +600,8 @@ TEST(PostgresStore, RefusedValuesNameTheEventAndField) {
       std::string what;
       try {
         if (in_tx) {
-          auto conn = raw_connect(shared_url());
-          query_one(conn.get(), "BEGIN");
+          auto conn = pg_connect(shared_pg_url());
+          pg_query_one(conn.get(), "BEGIN");
           store->append(events, TxHandle::postgres(conn.get()));
         } else {
           store->append(events);
@@ -645,9 +618,9 @@ TEST(PostgresStore, RefusedValuesNameTheEventAndField) {
   }
   EXPECT_EQ(store->stats().pending, 0);
   store.reset();
-  auto conn = raw_connect(shared_url());
-  query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
-                            "_archive\" CASCADE");
+  auto conn = pg_connect(shared_pg_url());
+  pg_query_one(conn.get(), "DROP TABLE \"" + table + "\", \"" + table + "_dead\", \"" + table +
+                               "_archive\" CASCADE");
 }
 
 // --- relays against a private cluster ------------------------------------------------------------
@@ -834,14 +807,14 @@ TEST(PostgresStoreFaults, FourRelayProcessesKillsAndRestartLoseNothingAndKeepKey
   ASSERT_TRUE(restarted);
 
   // Drain: wait until the outbox is empty (every event acked), bounded.
-  auto checker = raw_connect(pg.url());
+  auto checker = pg_connect(pg.url());
   auto deadline = SteadyClock::now() + 90s;
   std::string left;
   while (SteadyClock::now() < deadline) {
     try {
-      left = query_one(checker.get(), "SELECT count(*) FROM chaos");
+      left = pg_query_one(checker.get(), "SELECT count(*) FROM chaos");
     } catch (const std::exception&) {
-      checker = raw_connect(pg.url());
+      checker = pg_connect(pg.url());
       continue;
     }
     if (left == "0") break;
@@ -849,7 +822,7 @@ TEST(PostgresStoreFaults, FourRelayProcessesKillsAndRestartLoseNothingAndKeepKey
   }
   for (auto& r : relays) r.stop();
   EXPECT_EQ(left, "0") << "events still in the outbox";
-  EXPECT_EQ(query_one(checker.get(), "SELECT count(*) FROM chaos_dead"), "0");
+  EXPECT_EQ(pg_query_one(checker.get(), "SELECT count(*) FROM chaos_dead"), "0");
 
   auto records = read_logs(logs);
   // No loss.
