@@ -36,12 +36,14 @@ StoreStats read_stats(Conn& c, const SqlText& sql) {
 }
 
 InspectSql::InspectSql(const std::string& t, bool crashes) {
-  // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
+  // seq, id, type, key, attempts, last_error, due (ms), lease_owner (only while the lease is
   // live), lease_until (ms), crashes. A lease is live while lease_until is after the database's
-  // now.
+  // now. due_at 0 means due since appended (never failed, never scheduled): the event's time
+  // then, as PostgreSQL's available_at and Redis's score are, not the epoch.
   const std::string now = kNowMs;
   const std::string select =
-      "SELECT s.seq, b.id, b.type, s.key, s.attempts, s.last_error, s.due_at, "
+      "SELECT s.seq, b.id, b.type, s.key, s.attempts, s.last_error, "
+      "CASE WHEN s.due_at > 0 THEN s.due_at ELSE b.occurred_at / 1000 END, "
       "CASE WHEN s.lease_owner IS NOT NULL AND s.lease_until > " +
       now + " THEN s.lease_owner END, s.lease_until, " + (crashes ? "s.crashes" : "0");
   const std::string from = " FROM " + t + " AS s JOIN " + t + "_body AS b ON b.seq = s.seq WHERE ";
@@ -77,9 +79,7 @@ std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t
     e.last_error = column_text(s, 5);
     if (sqlite3_column_count(s) > 10) e.reason = column_text(s, 10);  // blocked only
     if (sqlite3_column_type(s, 7) == SQLITE_NULL) {
-      // due_at 0: due since it was appended (never failed, never scheduled); no time to show,
-      // where printing it made the epoch a next attempt 56 years ago.
-      if (const auto due = sqlite3_column_int64(s, 6); due > 0) e.next_attempt = ms(due);
+      e.next_attempt = ms(sqlite3_column_int64(s, 6));
     } else {
       e.lease_owner = std::to_string(sqlite3_column_int64(s, 7));
       e.lease_until = ms(sqlite3_column_int64(s, 8));
