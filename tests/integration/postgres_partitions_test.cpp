@@ -128,6 +128,51 @@ TEST(PostgresPartitions, OrderedClaimPlanDoesNotRescanPerCandidate) {
   drop_outbox(conn.get(), table);
 }
 
+// A member that owns no partition sends no claim: until 2026-11-27 it ran one, which scanned
+// the outbox in seq order and dropped every row (none in its partitions), in every claim. With
+// 8 relays starting together, the first takes all 64 partitions and the others own none until
+// it hands over: their claims read the whole backlog back to back and held off their own
+// heartbeats (which exclude claims) for up to 1.2 s. Here the outbox is locked by another
+// transaction: a claim that touched it would wait past the store's 2 s timeout and throw.
+TEST(PostgresPartitions, AMemberOwningNoPartitionSendsNoClaim) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("none_");
+  auto conn = raw_connect(shared_url());
+  auto store = open_postgres_store(shared_url() + "?table=" + table + "&timeout_ms=2000");
+  std::vector<Event> events;
+  for (int i = 0; i < 200; ++i) events.push_back(Event::make("t", "{}", "k" + std::to_string(i)));
+  store->append(events);
+  // Another member, live for an hour, owns every partition under a live lease and never hands
+  // any over: the store joins (wants 32) and owns none.
+  const std::string parts = "\"" + table + "_partitions\"", members = "\"" + table + "_members\"";
+  query(conn.get(), "INSERT INTO " + members +
+                        " (member, until) VALUES ('pg4-other', now() + "
+                        "interval '1 hour')");
+  query(conn.get(), "UPDATE " + parts +
+                        " SET owner = 'pg4-other', fence = 1, lease_until = "
+                        "now() + interval '1 hour'");
+  query(conn.get(), "BEGIN");
+  query(conn.get(), "LOCK TABLE \"" + table + "\" IN ACCESS EXCLUSIVE MODE");
+  EXPECT_TRUE(store->claim(10, 30s).empty());
+  ClaimedBatch none;
+  SettleCounts counts;
+  EXPECT_TRUE(store->settle_and_claim(none, Settlement{}, counts, 10, 30s).empty());
+  EXPECT_TRUE(store->claim(10, 30s).empty());
+  query(conn.get(), "ROLLBACK");
+  // The other member leaves: the store takes the partitions at a heartbeat and claims.
+  query(conn.get(), "UPDATE " + parts + " SET owner = NULL, lease_until = NULL");
+  query(conn.get(), "DELETE FROM " + members + " WHERE member = 'pg4-other'");
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  std::size_t got = 0;
+  while (got == 0 && std::chrono::steady_clock::now() < deadline) {
+    got = store->claim(10, 30s).events.size();
+    if (got == 0) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(got, 10u);
+  store.reset();
+  drop_outbox(conn.get(), table);
+}
+
 std::int64_t mono_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -105,6 +105,7 @@ bool Membership::heartbeat(bool leaving) {
   const int moving = get_i32(r.get(), 0, 3);
   const bool grew = owned > owned_;
   owned_ = owned;
+  owned_now_ = owned;
   fast_ = owned != wanted || moving > 0;
   if (leaving) joined_ = false;
   return grew;

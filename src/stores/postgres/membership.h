@@ -38,6 +38,10 @@ class Membership {
   Membership& operator=(const Membership&) = delete;
 
   const std::string& member() const { return member_; }
+  // The partitions owned and not being handed over, as of the last heartbeat. Only this
+  // member's heartbeats add to them (an expiry or a hand-over only takes some away), so a
+  // member owning none now has nothing to claim.
+  int owned() const { return owned_now_.load(std::memory_order_relaxed); }
 
   // Before each claim: joins at the first (one heartbeat on the caller's thread; throws when it
   // fails) and notes the member as active.
@@ -83,6 +87,7 @@ class Membership {
   int owned_ = 0;                             // guarded by beat_mu_
   bool fast_ = true;                          // guarded by beat_mu_: the share is not settled yet
   std::atomic<std::int64_t> last_active_{0};  // steady clock ticks
+  std::atomic<int> owned_now_{0};             // owned_, for claims
 
   std::shared_mutex gate_;
   std::mutex rows_mu_;

@@ -36,6 +36,7 @@
 #include "stores/postgres/membership.h"
 #include "stores/postgres/pg_conn.h"
 #include "stores/postgres/refused.h"
+#include "stores/postgres/relay_stmts.h"
 #include "stores/postgres/retention.h"
 #include "stores/postgres/schema.h"
 #include "stores/postgres/session.h"
@@ -56,22 +57,6 @@ std::string uuid_array_text(const std::vector<EventId>& ids) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i) out += ',';
     out += ids[i].str();
-  }
-  out += '}';
-  return out;
-}
-
-// Text-format array literal element: always quoted, with " and \ escaped.
-std::string text_array(const std::vector<std::string>& values) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    for (char c : values[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
   }
   out += '}';
   return out;
@@ -147,6 +132,7 @@ class PostgresStore final : public Store {
     membership_ = std::make_unique<pg::Membership>(pool_, config_.endpoint, sql_.rebalance, member,
                                                    config_.partition_lease,
                                                    [this] { listener_.interrupt(); });
+    stmts_ = std::make_unique<pg::RelayStatements>(sql_, options_.archive, membership_->member());
   }
 
   std::string_view backend() const override { return "postgres"; }
@@ -241,7 +227,8 @@ class PostgresStore final : public Store {
     batch.lease.owner = next_owner();
     if (max == 0) return batch;
     membership_->before_claim();
-    pg::Stmt stmt = claim_stmt(batch.lease.owner, max, lease, order);
+    if (membership_->owned() == 0) return batch;  // nothing is claimable (see settle_and_claim)
+    pg::Stmt stmt = stmts_->claim(batch.lease.owner, max, lease, order);
     auto gate = membership_->claiming();
     auto r = session_.run(stmt);
     listener_.server_seen_up();
@@ -251,7 +238,7 @@ class PostgresStore final : public Store {
 
   std::size_t ack(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     Forget forget(*membership_, batch, ids);
-    auto stmt = ack_stmt(batch, ids);
+    auto stmt = stmts_->ack(batch, ids);
     if (!stmt) return 0;
     std::size_t n =
         with_archive_partition(true, [&] { return count_rows(session_.run(*stmt).get()); });
@@ -263,7 +250,7 @@ class PostgresStore final : public Store {
     std::vector<EventId> ids;
     for (const auto& n : nacks) ids.push_back(n.id);
     Forget forget(*membership_, batch, ids);
-    auto stmt = nack_stmt(batch, nacks);
+    auto stmt = stmts_->nack(batch, nacks);
     std::size_t n = stmt ? count_first(session_.run(*stmt).get()) : 0;
     maintain_after_commit(false);
     return n;
@@ -271,7 +258,7 @@ class PostgresStore final : public Store {
 
   std::size_t release(const ClaimedBatch& batch, std::span<const EventId> ids) override {
     Forget forget(*membership_, batch, ids);
-    auto stmt = release_stmt(batch, ids);
+    auto stmt = stmts_->release(batch, ids);
     return stmt ? count_first(session_.run(*stmt).get()) : 0;
   }
 
@@ -287,15 +274,21 @@ class PostgresStore final : public Store {
     for (const auto& n : settlement.nacks) settled.push_back(n.id);
     settled.insert(settled.end(), settlement.releases.begin(), settlement.releases.end());
     Forget forget(*membership_, done, settled);
-    auto acks = ack_stmt(done, settlement.acks);
-    auto nacks = nack_stmt(done, settlement.nacks);
-    auto releases = release_stmt(done, settlement.releases);
+    auto acks = stmts_->ack(done, settlement.acks);
+    auto nacks = stmts_->nack(done, settlement.nacks);
+    auto releases = stmts_->release(done, settlement.releases);
     ClaimedBatch batch;
     batch.lease.owner = next_owner();
     std::optional<pg::Stmt> claim;
     if (max > 0) {
       membership_->before_claim();
-      claim = claim_stmt(batch.lease.owner, max, lease, order);
+      // A member that owns no partition (yet: the others hand over at their next heartbeat, or
+      // there are more relays than partitions) sends no claim: it would find nothing, after
+      // reading every row of the outbox, since the claim scans seq over all partitions and
+      // drops the others' rows (docs/postgres.md, "Partitions and owners"). Measured with 8
+      // relays: such claims ran back to back and held off their members' heartbeats (which
+      // exclude claims) for up to 1.2 s.
+      if (membership_->owned() > 0) claim = stmts_->claim(batch.lease.owner, max, lease, order);
     }
     std::vector<pg::Stmt*> steps;
     for (auto* s : {&acks, &nacks, &releases, &claim})
@@ -471,26 +464,6 @@ class PostgresStore final : public Store {
     std::vector<std::int64_t> seqs;
   };
 
-  pg::Stmt claim_stmt(const std::string& owner, std::size_t max, Duration lease, ClaimOrder order) {
-    const bool strict = order == ClaimOrder::strict;
-    const bool ordered = strict || order == ClaimOrder::ordered;
-    pg::Stmt s;
-    // The batch size is spliced in as a literal (a number, not user text): with LIMIT $n a
-    // cached generic plan cannot know n and chose a sequential scan and sort of the whole
-    // table (3x slower claims under load). One prepared statement per batch size.
-    s.sql = strict ? sql_.claim_strict : ordered ? sql_.claim_ordered : sql_.claim_any;
-    s.sql.replace(s.sql.find("{max}"), 5, std::to_string(max));
-    s.name = std::string(strict    ? "claim_strict_"
-                         : ordered ? "claim_ordered_"
-                                   : "claim_any_") +
-             std::to_string(max);
-    s.params.text(owner);
-    s.params.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
-    s.params.text(membership_->member());
-    s.what = "claim";
-    return s;
-  }
-
   // The claimed rows (kEventColumns, part, fence), noted as in flight. The batch's fence is
   // the highest of its partitions' fences (each row is checked against its own).
   void read_claimed(const PGresult* r, ClaimedBatch& batch, Duration lease) {
@@ -510,54 +483,6 @@ class PostgresStore final : public Store {
     if (n > 0) membership_->claimed(seqs, parts, lease);
   }
 
-  // Settlement statements; nullopt when none of the ids belongs to the batch (nothing can count).
-  std::optional<pg::Stmt> ack_stmt(const ClaimedBatch& batch, std::span<const EventId> ids) {
-    return options_.archive ? by_seq(batch, ids, "ack_archive", sql_.ack_archive, "ack")
-                            : by_seq(batch, ids, "ack", sql_.ack, "ack");
-  }
-
-  std::optional<pg::Stmt> release_stmt(const ClaimedBatch& batch, std::span<const EventId> ids) {
-    return by_seq(batch, ids, "release", sql_.release, "release");
-  }
-
-  // `sql` with $1 the batch's lease owner and $2 the seqs of `ids`.
-  std::optional<pg::Stmt> by_seq(const ClaimedBatch& batch, std::span<const EventId> ids,
-                                 const char* name, const std::string& sql, const char* what) {
-    if (ids.empty()) return std::nullopt;
-    auto seqs = core::seqs_of(batch, ids);  // ids not in the batch cannot count
-    if (seqs.empty()) return std::nullopt;
-    pg::Stmt s{name, sql, {}, what};
-    s.params.text(batch.lease.owner);
-    s.params.text(pg::int_array(seqs));
-    s.params.text(membership_->member());
-    return s;
-  }
-
-  std::optional<pg::Stmt> nack_stmt(const ClaimedBatch& batch, std::span<const Nack> nacks) {
-    if (nacks.empty()) return std::nullopt;
-    std::vector<std::int64_t> seqs, retry_ms;
-    std::vector<std::string> errors;
-    auto index = index_of(batch);
-    for (const auto& nk : nacks) {
-      auto it = index.find(nk.id);
-      if (it == index.end()) continue;
-      seqs.push_back(it->second);
-      errors.push_back(pg::as_text(nk.error));
-      retry_ms.push_back(nk.retry_in ? std::max<std::int64_t>(nk.retry_in->count(), 0) : -1);
-    }
-    if (seqs.empty()) return std::nullopt;
-    pg::Stmt s;
-    s.params.text(batch.lease.owner);
-    s.params.text(pg::int_array(seqs));
-    s.params.text(text_array(errors));
-    s.params.text(pg::int_array(retry_ms));
-    s.params.text(membership_->member());
-    s.name = "nack";
-    s.sql = sql_.nack;
-    s.what = "nack";
-    return s;
-  }
-
   // ack reports its rows in the command tag (DELETE n / INSERT 0 n); nack and release SELECT
   // their count.
   static std::size_t count_rows(const PGresult* r) { return tuples(r); }
@@ -568,12 +493,6 @@ class PostgresStore final : public Store {
   static std::size_t tuples(const PGresult* r) {
     const char* t = PQcmdTuples(const_cast<PGresult*>(r));
     return t && *t ? static_cast<std::size_t>(std::strtoull(t, nullptr, 10)) : 0;
-  }
-
-  static std::unordered_map<EventId, std::int64_t, EventIdHash> index_of(const ClaimedBatch& b) {
-    std::unordered_map<EventId, std::int64_t, EventIdHash> m;
-    for (const auto& e : b.events) m.emplace(e.id, e.seq);
-    return m;
   }
 
   const pg::Config config_;
@@ -589,6 +508,7 @@ class PostgresStore final : public Store {
   std::string instance_;
   std::atomic<std::uint64_t> claims_{0};
   std::unique_ptr<pg::Membership> membership_;  // last: leaves before the pool closes
+  std::unique_ptr<pg::RelayStatements> stmts_;
 };
 
 }  // namespace
