@@ -1,5 +1,5 @@
 #pragma once
-// Raw-engine baselines for `outpost bench` (DESIGN §6/§7): the same rows/messages handled by
+// Raw-engine baselines for `outpost bench` (docs/benchmarks.md): the same rows/messages handled by
 // the engine with plain statements or a plain client loop, no outpost logic, measured in the
 // same run so that the printed ratio holds on a noisy shared machine.
 //

@@ -1,7 +1,7 @@
 #pragma once
-// `outpost bench` (DESIGN §6/§7): end-to-end throughput, emit-to-delivery latency at a steady
-// rate, peak RSS, RSS against backlog size, and the raw engine's baseline measured in the same
-// run so that the ratio holds on a noisy shared machine.
+// `outpost bench` (docs/cli.md "bench", docs/benchmarks.md): end-to-end throughput,
+// emit-to-delivery latency at a steady rate, peak RSS, RSS against backlog size, and the raw
+// engine's baseline measured in the same run so that the ratio holds on a noisy shared machine.
 
 #include <cstddef>
 #include <cstdint>
@@ -79,7 +79,7 @@ struct BenchResult {
   Cpu store_ceiling_cpu;  // the no-op sink run
   Cpu sink_baseline_cpu;  // the plain producer loop
 
-  // One JSON object; the DESIGN §6 fields first, extra fields after.
+  // One JSON object (docs/cli.md, "bench"): the documented fields first, extra fields after.
   std::string to_json(const BenchOptions& options) const;
 };
 

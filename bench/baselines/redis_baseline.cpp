@@ -1,5 +1,5 @@
 // The raw Redis baseline for `outpost bench --store redis://...`: what a hand-written sorted-set
-// outbox (seed 000) does at best, with no outpost code. One producer connection pipelines
+// outbox does at best (docs/benchmarks.md), with no outpost code. One producer connection pipelines
 // HSET (the event hash) + ZADD (pending, scored by time) for `batch` events per round trip,
 // while one consumer connection claims with a bare Lua script (ZRANGEBYSCORE + ZREM + ZADD
 // active + HMGET of the event, `batch` per call) and deletes the claimed events with one

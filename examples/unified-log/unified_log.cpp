@@ -1,4 +1,5 @@
-// The unified-log demo (unified_log.h): seed 001's Rocket Rides, proven under faults.
+// The unified-log demo (unified_log.h; docs/consumers.md, "The unified-log demo"): Rocket
+// Rides' rides and their events, proven under faults.
 //   outpost demo unified-log [--log URL] [--store URL] [--seconds N] [--double-send-rate R]
 //     [--crash-rate R] [--seed N] [--json]
 // An API loop writes rides and their ride.created events in one store transaction; a relay

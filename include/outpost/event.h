@@ -44,7 +44,7 @@ struct EventIdHash {
 
 using Headers = std::map<std::string, std::string, std::less<>>;
 
-// Well-known header names (DESIGN §1). Users may add their own.
+// Well-known header names (docs/sinks.md, "Trace context"). Users may add their own.
 namespace header {
 inline constexpr std::string_view kCorrelationId = "correlation_id";
 inline constexpr std::string_view kCausationId = "causation_id";

@@ -110,10 +110,14 @@ struct EventState {
   int attempts = 0;        // delivery attempts so far (counting one in flight)
   int crashes = 0;         // claims whose lease expired with no outcome (StoredEvent::crashes)
   std::string last_error;  // the last delivery error; empty: none
-  // Store::blocked only (empty elsewhere): why the key waits. "failing": its head failed and
-  // waits to retry; "dead": its earliest undelivered event comes after a dead letter of the key,
-  // so relays that claim with ClaimOrder::strict (on_dead=hold) hold the key until the dead
-  // letter is retried or discarded (under on_dead=continue such a key flows on).
+  // Store::blocked only (empty elsewhere): why the key's head (its earliest undelivered event)
+  // waits. "failing": the head failed and waits to retry. "dead" (ahead of "failing"): a dead
+  // letter of the key that relays claiming with ClaimOrder::strict (on_dead=hold) hold the key
+  // behind until it is retried or discarded (under on_dead=continue the key flows on). Which
+  // dead letter counts is each store's strict claim's own rule: SQLite and PostgreSQL, any dead
+  // letter of the key (the dead letters' keys, wherever they stood in the key's order); memory,
+  // a dead letter with a lower seq than the head; Redis, the dead letter that is the head's
+  // predecessor in the key's chain (found from the key's tail; with partitions, per partition).
   std::string reason;
   // Not leased: when it is due (again); for a failed event, its next attempt.
   std::optional<TimePoint> next_attempt;

@@ -1,5 +1,6 @@
 #pragma once
-// URL parsing for the store and sink URLs of DESIGN §6. Two shapes:
+// URL parsing for the store and sink URLs (docs/configuration.md, "Store URLs" and "Sink
+// URLs"). Two shapes:
 //   scheme://[user[:password]@]host[:port][,host[:port]...][/path][?k=v&...]
 //   scheme:opaque[?k=v&...]            (sqlite:PATH, sqlite::memory:, file:PATH, memory:)
 // Errors are ConfigErrors naming the URL part that is wrong.

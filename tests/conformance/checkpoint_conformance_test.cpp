@@ -264,7 +264,8 @@ TEST_P(CheckpointConformance, DeadLettersAreListedRetriedAndDiscarded) {
   EXPECT_EQ(dead[0].position, "1");
   EXPECT_EQ(dead[0].attempts, 1);
   EXPECT_EQ(dead[0].error, "payload is bad");
-  // The message as read; a message without raw text is kept as its event's JSON (DESIGN §6).
+  // The message as read; a message without raw text is kept as its event's JSON (docs/cli.md,
+  // "The JSON encoding").
   EXPECT_NE(dead[0].payload.find(log[0].event.id.str()), std::string::npos) << dead[0].payload;
   EXPECT_EQ(dead[0].state, "dead");
   EXPECT_LE(dead[0].dead_at, outpost::now());

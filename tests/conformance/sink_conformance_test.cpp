@@ -256,10 +256,10 @@ TEST_P(SinkConformance, SingleEventBatchesKeepOrder) {
   for (std::size_t i = 0; i < events.size(); ++i) EXPECT_EQ(received[i].id, events[i].id.str());
 }
 
-// What goes in comes out (DESIGN §6): a text payload that looks like JSON stays that text, a
-// binary payload (NUL, 0xFF, invalid UTF-8) arrives byte for byte, and each carries its content
-// type (CloudEvents datacontenttype: content-type on brokers and HTTP, the content_type header
-// in the JSON encoding).
+// What goes in comes out (docs/cli.md, "The JSON encoding"): a text payload that looks like JSON
+// stays that text, a binary payload (NUL, 0xFF, invalid UTF-8) arrives byte for byte, and each
+// carries its content type (CloudEvents datacontenttype: content-type on brokers and HTTP, the
+// content_type header in the JSON encoding).
 TEST_P(SinkConformance, PayloadKindsArriveAsTheyWentIn) {
   auto events = make_events(4);
   events[0].payload = R"({"n":1.10,"big":123456789012345678901234567890})";

@@ -204,8 +204,8 @@ TEST_P(StoreConformance, SameInputRulesOnEveryStore) {
 // An id is the event's identity while the outbox holds it: emitting an id that an undelivered
 // (pending, leased or dead) event has, or twice in one call, is a conflict and writes nothing of
 // the call. Once delivered, the id may be emitted again (a re-emitted event keeps its id so
-// consumers recognise it; DESIGN §6). Every store checks the ids a caller brings (parsed, or
-// made elsewhere); SQLite does not check ids this process generated (unique by construction).
+// consumers recognise it; docs/cli.md, "emit"). Every store checks the ids a caller brings (parsed,
+// or made elsewhere); SQLite does not check ids this process generated (unique by construction).
 
 // An event whose id this process's generator did not make: a UUIDv7 layout from our own bits.
 Event with_brought_id(std::string type, std::string key = {}) {

@@ -1,7 +1,8 @@
 #pragma once
 // The file sink (`file:PATH`): appends each delivered event as one line of the JSON encoding
-// (outpost/json.h, DESIGN §6) and fdatasync()s the file before reporting the batch delivered
-// (guarantee 3), so a line that was acked survives a crash of the machine.
+// (outpost/json.h, docs/cli.md "The JSON encoding") and fdatasync()s the file before reporting
+// the batch delivered (README, guarantee 3: ack after delivery), so a line that was acked survives
+// a crash of the machine.
 //
 //   file:/var/log/outpost/events.jsonl    absolute path     file:events.jsonl   relative path
 //   file:///var/log/outpost/events.jsonl  the same, URL form

@@ -25,7 +25,7 @@
 //   - every consumer group of the stream: its last-delivered id and its oldest pending entry;
 //   - every field of the hash `<STREAM>:checkpoints` (the checkpoint registry): field = consumer
 //     name, value = the last stream id that consumer has processed (`HSET orders:checkpoints
-//     billing 1700000000000-5`); a consumer that keeps its position elsewhere (in SQL, seed 001)
+//     billing 1700000000000-5`); a consumer that keeps its position elsewhere (in SQL)
 //     mirrors it there. Delete its field when a consumer is retired, or trimming stops at it.
 // The trim is `XTRIM STREAM MINID ~ <id>` with <id> the lower of the N-th newest entry and the
 // oldest unread entry of any registered consumer, so entries are removed only below both.
