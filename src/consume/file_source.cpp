@@ -61,7 +61,12 @@ std::string canonical_log_path(const std::string& path, const std::string& shown
     throw ConfigError("bad URL '" + shown + "': file: names a file, not a directory");
   fs::path dir = p.parent_path();
   if (dir.empty()) dir = ".";
+  // The file may not exist yet (the consumer waits for it); its directory must: a log in a
+  // directory that is not there is a typo the consumer would wait on forever.
   std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError("bad URL '" + shown + "': file: the directory '" + dir.string() +
+                      "' does not exist");
   fs::path real = fs::canonical(dir, ec);
   if (ec) real = fs::absolute(dir, ec).lexically_normal();
   std::string d = real.string();

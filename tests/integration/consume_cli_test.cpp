@@ -74,6 +74,11 @@ TEST(ConsumeCli, UsageErrorsNameTheProblemAndOpenNothing) {
       {{"consume", "--from", "file:" + log, "--checkpoint", "sqlite:" + cp, "--sink",
         "file:" + out},
        "--group"},
+      // A log in a directory that does not exist is a typo, not a log still to come: before, the
+      // consumer waited for it silently forever (exit 0 with --until-idle).
+      {{"consume", "--from", "file:" + (dir / "no-such-dir/log.jsonl"), "--group", "g",
+        "--checkpoint", "sqlite:" + cp, "--sink", "file:" + out},
+       "directory '" + (dir / "no-such-dir") + "' does not exist"},
       {{"consumers", "--checkpoint", "sqlite:" + cp, "retry", "--group", "g", "nope"}, "nope"},
       {{"consumers", "--checkpoint", "sqlite:" + cp, "retry", "--group", "g"}, "--all"},
       {{"consumers", "--checkpoint", "postgresql://u:hunter2@127.0.0.1:1/db?bad=1", "list"}, "bad"},
