@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "outpost/stores/postgres.h"
+#include "postgres_test.h"
 #include "server_process.h"
 #include "store_cases.h"
 #include "stores/postgres/schema.h"
@@ -33,54 +34,6 @@ namespace outpost {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct PgConnDeleter {
-  void operator()(PGconn* c) const noexcept { PQfinish(c); }
-};
-using PgConn = std::unique_ptr<PGconn, PgConnDeleter>;
-
-std::string shared_url() {
-  auto url = testing::env("OUTPOST_TEST_PG_URL");
-  return url ? *url : std::string();
-}
-
-#define REQUIRE_PG()                                                                 \
-  do {                                                                               \
-    if (shared_url().empty()) {                                                      \
-      if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set"; \
-      GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";                                 \
-    }                                                                                \
-  } while (0)
-
-PgConn raw_connect(const std::string& url) {
-  PgConn c(PQconnectdb(url.c_str()));
-  if (PQstatus(c.get()) != CONNECTION_OK)
-    throw std::runtime_error(std::string("connect: ") + PQerrorMessage(c.get()));
-  return c;
-}
-
-// Every row of the result, its columns joined by '|', one row a line.
-std::string query(PGconn* c, const std::string& sql) {
-  PGresult* r = PQexec(c, sql.c_str());
-  auto st = PQresultStatus(r);
-  std::string out, err = PQresultErrorMessage(r);
-  if (st == PGRES_TUPLES_OK) {
-    for (int i = 0; i < PQntuples(r); ++i) {
-      for (int j = 0; j < PQnfields(r); ++j)
-        out += (j ? "|" : "") + std::string(PQgetvalue(r, i, j));
-      out += "\n";
-    }
-  }
-  PQclear(r);
-  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw std::runtime_error(sql + ": " + err);
-  return out;
-}
-
-void drop_outbox(PGconn* c, const std::string& table) {
-  query(c, "DROP TABLE IF EXISTS \"" + table + "\", \"" + table + "_dead\", \"" + table +
-               "_archive\", \"" + table + "_partitions\", \"" + table + "_members\" CASCADE");
-  query(c, "DELETE FROM outpost_schema_version WHERE tbl = '" + table + "'");
-}
 
 // The ordered claim as the relay runs it, planned the way its prepared statement is: first on
 // an empty outbox (the generic plan is cached after five runs), then run on 300 events of 300
@@ -92,25 +45,27 @@ void drop_outbox(PGconn* c, const std::string& table) {
 TEST(PostgresPartitions, OrderedClaimPlanDoesNotRescanPerCandidate) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("plan_");
-  auto conn = raw_connect(shared_url());
-  auto store = open_postgres_store(shared_url() + "?table=" + table);
+  auto conn = testing::pg_connect(testing::shared_pg_url());
+  auto store = open_postgres_store(testing::shared_pg_url() + "?table=" + table);
   pg::Sql sql(pg::Names("public", table));
   std::string claim = sql.claim_ordered;
   claim.replace(claim.find("{max}"), 5, "100");
   // The relay's session settings (session.cpp), and every partition owned by "pg4-test".
-  query(conn.get(), "SET enable_seqscan = off; SET enable_sort = off; SET jit = off");
-  query(conn.get(), "UPDATE \"" + table +
+  testing::pg_query(conn.get(), "SET enable_seqscan = off; SET enable_sort = off; SET jit = off");
+  testing::pg_query(conn.get(),
+                    "UPDATE \"" + table +
                         "_partitions\" SET owner = 'pg4-test', fence = 1, lease_until = now() + "
                         "interval '1 hour'");
-  query(conn.get(), "PREPARE c(text, text, text) AS " + claim);
-  for (int i = 0; i < 6; ++i) query(conn.get(), "EXECUTE c('pg4-test-0', '30000', 'pg4-test')");
+  testing::pg_query(conn.get(), "PREPARE c(text, text, text) AS " + claim);
+  for (int i = 0; i < 6; ++i)
+    testing::pg_query(conn.get(), "EXECUTE c('pg4-test-0', '30000', 'pg4-test')");
   std::vector<Event> events;
   for (int i = 0; i < 300; ++i) events.push_back(Event::make("t", "{}", "k" + std::to_string(i)));
   store->append(events);
-  query(conn.get(), "BEGIN");
-  std::string plan = query(
+  testing::pg_query(conn.get(), "BEGIN");
+  std::string plan = testing::pg_query(
       conn.get(), "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE c('pg4-test-1', '30000', 'pg4-test')");
-  query(conn.get(), "ROLLBACK");
+  testing::pg_query(conn.get(), "ROLLBACK");
   std::istringstream lines(plan);
   std::string line;
   int aggregates = 0;
@@ -125,7 +80,7 @@ TEST(PostgresPartitions, OrderedClaimPlanDoesNotRescanPerCandidate) {
   EXPECT_GT(aggregates, 0) << plan;
   EXPECT_NE(plan.find("rows=100 loops=1"), std::string::npos) << plan;  // a full claim
   store.reset();
-  drop_outbox(conn.get(), table);
+  testing::pg_drop_outbox(conn.get(), table);
 }
 
 // A member that owns no partition sends no claim: until 2026-11-27 it ran one, which scanned
@@ -137,31 +92,32 @@ TEST(PostgresPartitions, OrderedClaimPlanDoesNotRescanPerCandidate) {
 TEST(PostgresPartitions, AMemberOwningNoPartitionSendsNoClaim) {
   REQUIRE_PG();
   const std::string table = testing::unique_name("none_");
-  auto conn = raw_connect(shared_url());
-  auto store = open_postgres_store(shared_url() + "?table=" + table + "&timeout_ms=2000");
+  auto conn = testing::pg_connect(testing::shared_pg_url());
+  auto store =
+      open_postgres_store(testing::shared_pg_url() + "?table=" + table + "&timeout_ms=2000");
   std::vector<Event> events;
   for (int i = 0; i < 200; ++i) events.push_back(Event::make("t", "{}", "k" + std::to_string(i)));
   store->append(events);
   // Another member, live for an hour, owns every partition under a live lease and never hands
   // any over: the store joins (wants 32) and owns none.
   const std::string parts = "\"" + table + "_partitions\"", members = "\"" + table + "_members\"";
-  query(conn.get(), "INSERT INTO " + members +
-                        " (member, until) VALUES ('pg4-other', now() + "
-                        "interval '1 hour')");
-  query(conn.get(), "UPDATE " + parts +
-                        " SET owner = 'pg4-other', fence = 1, lease_until = "
-                        "now() + interval '1 hour'");
-  query(conn.get(), "BEGIN");
-  query(conn.get(), "LOCK TABLE \"" + table + "\" IN ACCESS EXCLUSIVE MODE");
+  testing::pg_query(conn.get(), "INSERT INTO " + members +
+                                    " (member, until) VALUES ('pg4-other', now() + "
+                                    "interval '1 hour')");
+  testing::pg_query(conn.get(), "UPDATE " + parts +
+                                    " SET owner = 'pg4-other', fence = 1, lease_until = "
+                                    "now() + interval '1 hour'");
+  testing::pg_query(conn.get(), "BEGIN");
+  testing::pg_query(conn.get(), "LOCK TABLE \"" + table + "\" IN ACCESS EXCLUSIVE MODE");
   EXPECT_TRUE(store->claim(10, 30s).empty());
   ClaimedBatch none;
   SettleCounts counts;
   EXPECT_TRUE(store->settle_and_claim(none, Settlement{}, counts, 10, 30s).empty());
   EXPECT_TRUE(store->claim(10, 30s).empty());
-  query(conn.get(), "ROLLBACK");
+  testing::pg_query(conn.get(), "ROLLBACK");
   // The other member leaves: the store takes the partitions at a heartbeat and claims.
-  query(conn.get(), "UPDATE " + parts + " SET owner = NULL, lease_until = NULL");
-  query(conn.get(), "DELETE FROM " + members + " WHERE member = 'pg4-other'");
+  testing::pg_query(conn.get(), "UPDATE " + parts + " SET owner = NULL, lease_until = NULL");
+  testing::pg_query(conn.get(), "DELETE FROM " + members + " WHERE member = 'pg4-other'");
   auto deadline = std::chrono::steady_clock::now() + 60s;
   std::size_t got = 0;
   while (got == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -170,7 +126,7 @@ TEST(PostgresPartitions, AMemberOwningNoPartitionSendsNoClaim) {
   }
   EXPECT_EQ(got, 10u);
   store.reset();
-  drop_outbox(conn.get(), table);
+  testing::pg_drop_outbox(conn.get(), table);
 }
 
 std::int64_t mono_ns() {
@@ -214,11 +170,11 @@ TEST(PostgresPartitions, AKilledRelaysEventsComeBackWithinItsPartitionLease) {
   constexpr int kEvents = 3000;
   constexpr int kKeys = 60;
   const std::string table = testing::unique_name("killed_");
-  const std::string url = shared_url() + "?table=" + table + "&partition_lease_ms=2000";
+  const std::string url = testing::shared_pg_url() + "?table=" + table + "&partition_lease_ms=2000";
   const std::string dir = testing::temp_dir() + "/pg_killed_" + std::to_string(::getpid());
   fs::create_directories(dir);
   const std::string log = dir + "/deliveries.log";
-  auto conn = raw_connect(shared_url());
+  auto conn = testing::pg_connect(testing::shared_pg_url());
   auto store = open_postgres_store(url);
   std::vector<Event> events;
   std::unordered_set<std::string> ids;
@@ -250,12 +206,13 @@ TEST(PostgresPartitions, AKilledRelaysEventsComeBackWithinItsPartitionLease) {
   const std::int64_t killed_at = mono_ns();
   victim.signal(SIGKILL);
   ASSERT_TRUE(victim.wait_exit(std::chrono::seconds(5)));
-  const std::string left_at_kill = query(conn.get(), "SELECT count(*) FROM \"" + table + "\"");
+  const std::string left_at_kill =
+      testing::pg_query(conn.get(), "SELECT count(*) FROM \"" + table + "\"");
 
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::string left;
   while (std::chrono::steady_clock::now() < deadline) {
-    left = query(conn.get(), "SELECT count(*) FROM \"" + table + "\"");
+    left = testing::pg_query(conn.get(), "SELECT count(*) FROM \"" + table + "\"");
     if (left == "0\n") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -301,7 +258,7 @@ TEST(PostgresPartitions, AKilledRelaysEventsComeBackWithinItsPartitionLease) {
       static_cast<double>(last_crashed - killed_at) / 1e9,
       static_cast<double>(last - killed_at) / 1e9);
   store.reset();
-  drop_outbox(conn.get(), table);
+  testing::pg_drop_outbox(conn.get(), table);
   fs::remove_all(dir);
 }
 
@@ -314,11 +271,11 @@ TEST(PostgresPartitions, RandomJoinLeaveAndKillOfRelayProcessesKeepKeyOrderAndLo
   REQUIRE_PG();
   namespace fs = std::filesystem;
   const std::string table = testing::unique_name("churn_");
-  const std::string url = shared_url() + "?table=" + table + "&partition_lease_ms=1000";
+  const std::string url = testing::shared_pg_url() + "?table=" + table + "&partition_lease_ms=1000";
   const std::string dir = testing::temp_dir() + "/pg_churn_" + std::to_string(::getpid());
   fs::create_directories(dir);
   const std::string log = dir + "/deliveries.log";
-  auto conn = raw_connect(shared_url());
+  auto conn = testing::pg_connect(testing::shared_pg_url());
   auto store = open_postgres_store(url);
   std::mt19937 rng(20261127);
   std::vector<testing::ServerProcess> relays;
@@ -365,13 +322,14 @@ TEST(PostgresPartitions, RandomJoinLeaveAndKillOfRelayProcessesKeepKeyOrderAndLo
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
   std::string left;
   while (std::chrono::steady_clock::now() < deadline) {
-    left = query(conn.get(), "SELECT count(*) FROM \"" + table + "\"");
+    left = testing::pg_query(conn.get(), "SELECT count(*) FROM \"" + table + "\"");
     if (left == "0\n") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   for (auto& r : relays) r.stop();
   EXPECT_EQ(left, "0\n") << trace;
-  EXPECT_EQ(query(conn.get(), "SELECT count(*) FROM \"" + table + "_dead\""), "0\n") << trace;
+  EXPECT_EQ(testing::pg_query(conn.get(), "SELECT count(*) FROM \"" + table + "_dead\""), "0\n")
+      << trace;
 
   auto deliveries = read_log(log);
   std::unordered_set<std::string> delivered;
@@ -411,7 +369,7 @@ TEST(PostgresPartitions, RandomJoinLeaveAndKillOfRelayProcessesKeepKeyOrderAndLo
   std::printf("churn: %s; %zu deliveries of %zu events (%d relay processes)\n", trace.c_str(),
               deliveries.size(), ids.size(), started);
   store.reset();
-  drop_outbox(conn.get(), table);
+  testing::pg_drop_outbox(conn.get(), table);
   fs::remove_all(dir);
 }
 
