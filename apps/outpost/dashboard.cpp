@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -109,6 +110,19 @@ bool number_param(const httplib::Request& req, httplib::Response& res, const cha
     return false;
   }
   out = std::clamp<std::size_t>(std::stoull(text), low, high);
+  return true;
+}
+
+// A name the request gives that the route does not know: a misspelt filter must not widen to
+// every dead letter (docs/dashboard.md). 400 naming it, and false.
+template <typename Names>
+bool known(httplib::Response& res, const Names& names, std::initializer_list<std::string> allowed,
+           const char* what) {
+  for (const auto& n : names)
+    if (std::find(allowed.begin(), allowed.end(), n) == allowed.end()) {
+      error(res, 400, std::string("unknown ") + what + " '" + n + "'");
+      return false;
+    }
   return true;
 }
 
@@ -292,6 +306,13 @@ void mutate(PipelineSource& source, const httplib::Request& req, httplib::Respon
   auto m = start_mutation(source, req, res);
   if (!m) return;
   const json& body = m->body;
+  std::vector<std::string> keys, filter_keys;
+  for (const auto& [k, v] : body.items()) keys.push_back(k);
+  if (body.contains("filter") && body["filter"].is_object())
+    for (const auto& [k, v] : body["filter"].items()) filter_keys.push_back(k);
+  if (!known(res, keys, {"pipeline", "ids", "filter", "expect"}, "key") ||
+      !known(res, filter_keys, {"type", "key", "error", "older_than"}, "filter key"))
+    return;
   const PipelineView* p = find(m->views, m->pipeline);
   if (!has_dead_letters(p)) return error(res, 404, "no such pipeline: '" + m->pipeline + "'");
   const bool group = p->consumer != nullptr;
@@ -432,6 +453,11 @@ void group_operation(PipelineSource& source, const httplib::Request& req, httpli
 // `offset` on, at most `limit` (100 by default), oldest first; `matching` counts them all among
 // the oldest kMaxDead read (`complete` false when there were more).
 void list_dead(PipelineSource& source, const httplib::Request& req, httplib::Response& res) {
+  std::vector<std::string> names;
+  for (const auto& [k, v] : req.params) names.push_back(k);
+  if (!known(res, names, {"pipeline", "type", "key", "error", "older_than", "offset", "limit"},
+             "parameter"))
+    return;
   auto views = source.pipelines();
   const PipelineView* p = find(views, req.get_param_value("pipeline"));
   if (!has_dead_letters(p))

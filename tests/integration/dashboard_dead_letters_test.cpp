@@ -353,6 +353,40 @@ TEST_F(DashboardApiTest, DeadLettersOfBothKindsAreEventsThatPageAndActByFilter) 
       << read_file(log_);
 }
 
+// A misspelt filter key or query parameter was ignored, so the filter matched every dead letter:
+// the preview counted them all and a discard "by filter" with that count deleted them all
+// (operator finding F8). Unknown parameters and keys are a 400 naming them, nothing is touched.
+TEST_F(DashboardApiTest, UnknownParametersAndFilterKeysAreRefusedNotIgnored) {
+  int port = start();
+  ASSERT_GT(port, 0) << read_file(log_);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+  auto matching = [&](const std::string& path) {
+    auto r = client.Get(path);
+    return r && r->status == 200 ? json::parse(r->body).value("matching", -1) : -1;
+  };
+  ASSERT_TRUE(eventually([&] { return matching("/api/dead?pipeline=orders") == 5; }))
+      << read_file(log_);
+
+  for (const char* path : {"/api/dead?pipeline=orders&tpye=x", "/api/dead?pipeline=orders&bogus=1",
+                           "/api/consumer/dead?pipeline=parked&kye=k1"}) {
+    auto r = client.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body;
+    EXPECT_NE(r->body.find("unknown"), std::string::npos) << r->body;
+  }
+  const httplib::Headers auth{{"Authorization", "Bearer tok"}};
+  for (const char* body :
+       {R"({"pipeline":"orders","filter":{"tpye":"x"},"expect":5})",
+        R"({"pipeline":"orders","filter":{"type":"order.placed"},"expect":5,"bogus":1})"}) {
+    auto r = client.Post("/api/dead/discard", auth, body, "application/json");
+    ASSERT_TRUE(r) << body;
+    EXPECT_EQ(r->status, 400) << body << ": " << r->body;
+    EXPECT_NE(r->body.find("unknown"), std::string::npos) << r->body;
+  }
+  EXPECT_EQ(matching("/api/dead?pipeline=orders"), 5) << "a refused discard deleted dead letters";
+}
+
 // The blocked keys and leases views (docs/dashboard.md) read a relay pipeline's store; they name
 // a pipeline that has none (a consume pipeline, or no such name: 404) and a malformed limit (400).
 TEST_F(DashboardApiTest, BlockedKeysAndLeasesAnswerForARelayPipelineOnly) {
