@@ -7,9 +7,11 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "cli_process.h"
@@ -405,6 +407,62 @@ TEST_F(CliTest, BenchRefusesAStoreWithUndeliveredEvents) {
   auto r = run_cli({"bench", "--store", store(), "--events", "10", "--json"});
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_NE(r.err.find("undelivered"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace outpost::testing
+
+namespace outpost::testing {
+namespace {
+
+// Issue 18 defect 8: the README's CLI block listed four commands of nine and docs/cli.md said
+// "four subcommands". Every subcommand `outpost --help` lists is in the README's CLI block and
+// named in docs/cli.md's opening sentence, whose count is the number of subcommands (found
+// again in 2026-11-27: `schema` and `partitions` were missing from the README, `partitions` from
+// docs/cli.md, which said "ten").
+TEST(CliDocs, TheReadmeAndCliMdListEverySubcommandOfHelp) {
+  auto help = run_cli({"--help"});
+  ASSERT_EQ(help.code, 0) << help.all();
+  std::vector<std::string> commands;
+  {
+    std::istringstream in(help.out);
+    std::string line;
+    bool in_list = false;
+    std::regex entry("^  ([a-z][a-z-]*)  .*");
+    for (std::smatch m; std::getline(in, line);) {
+      if (line.rfind("Subcommands:", 0) == 0)
+        in_list = true;
+      else if (in_list && line.empty())
+        break;
+      else if (in_list && std::regex_match(line, m, entry))
+        commands.push_back(m[1]);
+    }
+  }
+  ASSERT_GE(commands.size(), 9u) << help.out;
+
+  const std::string readme = read_file(std::string(OUTPOST_SOURCE_DIR) + "/README.md");
+  auto cli_start = readme.find("## The CLI");
+  ASSERT_NE(cli_start, std::string::npos);
+  auto block_start = readme.find("```", cli_start);
+  auto block_end = readme.find("```", block_start + 3);
+  ASSERT_NE(block_end, std::string::npos);
+  const std::string block = readme.substr(block_start, block_end - block_start);
+
+  const std::string cli_md = read_file(std::string(OUTPOST_SOURCE_DIR) + "/docs/cli.md");
+  const std::string opening = cli_md.substr(0, cli_md.find("\n\n", cli_md.find("`outpost` is")));
+  const char* words[] = {"zero",  "one",   "two",  "three", "four",   "five",   "six",
+                         "seven", "eight", "nine", "ten",   "eleven", "twelve", "thirteen"};
+  ASSERT_LT(commands.size(), std::size(words));
+  EXPECT_NE(opening.find(std::string("with ") + words[commands.size()] + " subcommands"),
+            std::string::npos)
+      << "docs/cli.md should say " << words[commands.size()] << " subcommands:\n"
+      << opening;
+  for (const auto& c : commands) {
+    EXPECT_TRUE(std::regex_search(block, std::regex("\\boutpost " + c + "\\b")))
+        << "README.md's CLI block has no `outpost " << c << "`";
+    EXPECT_NE(opening.find("`" + c + "`"), std::string::npos)
+        << "docs/cli.md's opening does not name `" << c << "`";
+  }
 }
 
 }  // namespace
