@@ -22,7 +22,12 @@ enum class PayloadForm { value, string, base64 };
 PayloadForm payload_form(const Event& e) {
   switch (e.payload_kind()) {
     case PayloadKind::json:
-      if (json::accept(e.payload)) return PayloadForm::value;  // checks UTF-8 in strings too
+      // accept() checks UTF-8 in strings too; a leading byte order mark it would skip. Bytes
+      // that a JSON content type calls JSON but are not (another program's row) go as base64:
+      // under that type a string would read back as the JSON text of the string.
+      if (!core::starts_with_utf8_bom(e.payload) && json::accept(e.payload))
+        return PayloadForm::value;
+      if (e.headers.contains(header::kContentType)) return PayloadForm::base64;
       [[fallthrough]];
     case PayloadKind::text:
       return core::valid_utf8(e.payload) ? PayloadForm::string : PayloadForm::base64;

@@ -176,6 +176,16 @@ json parse_json(std::string_view text, std::string_view what, std::string* why =
   }
 }
 
+// A payload parsed as JSON: as parse_json, but a leading UTF-8 byte order mark is not JSON here
+// (core::starts_with_utf8_bom says why).
+json parse_payload_json(std::string_view payload, std::string_view what, std::string* why) {
+  if (core::starts_with_utf8_bom(payload)) {
+    if (why) *why = "at byte 0: a UTF-8 byte order mark (EF BB BF) before the JSON";
+    return json(json::value_t::discarded);
+  }
+  return parse_json(payload, what, why);
+}
+
 std::size_t first_non_space(std::string_view s, std::size_t from = 0) {
   while (from < s.size() && core::is_json_space(s[from])) ++from;
   return from;
@@ -242,7 +252,7 @@ void check_payload_kind(Event& e, std::string_view what) {
   };
   std::string why;
   if (said == e.headers.end()) {
-    if (!parse_json(e.payload, w + ": ", &why).is_discarded()) return;  // JSON, the default
+    if (!parse_payload_json(e.payload, w + ": ", &why).is_discarded()) return;  // JSON, default
     const std::size_t first = first_non_space(e.payload);
     if (first < e.payload.size() && (e.payload[first] == '{' || e.payload[first] == '['))
       throw ConfigError(w + " starts like JSON but is not JSON " + why +
@@ -259,7 +269,7 @@ void check_payload_kind(Event& e, std::string_view what) {
   const std::string& type = said->second;
   switch (payload_kind(type)) {
     case PayloadKind::json:
-      if (parse_json(e.payload, w + ": ", &why).is_discarded())
+      if (parse_payload_json(e.payload, w + ": ", &why).is_discarded())
         throw ConfigError(w + " is not JSON " + why + " but content_type '" + type +
                           "' says it is");
       return;
@@ -358,7 +368,8 @@ Event event_from_json(std::string_view line, JsonInput input, std::int64_t* key_
     else if (input == JsonInput::strict)
       check_payload_kind(e, "event JSON: field 'payload_base64'");
     // JSON bytes are stored as every listing prints them, as a "payload" value is (below).
-    if (said && e.payload_kind() == PayloadKind::json && json::accept(e.payload))
+    if (said && e.payload_kind() == PayloadKind::json && !core::starts_with_utf8_bom(e.payload) &&
+        json::accept(e.payload))
       core::line_breaks_to_spaces(e.payload);
     return e;
   }

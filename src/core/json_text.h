@@ -19,6 +19,13 @@ void append_base64(std::string& out, std::string_view bytes);
 // `text` is not the base64 of anything.
 bool decode_base64(std::string_view text, std::string& out);
 
+// A payload is JSON as given. The parser skips a UTF-8 byte order mark before the text, but the
+// stored bytes would keep it, and a listing writing the payload as a JSON value would then write
+// a line that is not JSON: a payload that starts with one is not JSON (text, if it is UTF-8).
+inline bool starts_with_utf8_bom(std::string_view s) {
+  return s.starts_with("\xEF\xBB\xBF");
+}
+
 inline bool is_json_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }

@@ -309,6 +309,25 @@ TEST(JsonTest, PayloadBytesMustBeWhatTheirKindSays) {
   EXPECT_EQ(check("\xC3(", "image/png"), "image/png");
   EXPECT_NE(check("{", "application/cloudevents+json").find("p is not JSON at byte 1 (the end)"),
             std::string::npos);
+  // A byte order mark before JSON: the bytes kept would not be JSON in a listing, so it is text
+  // (or refused when the content type says JSON). Before: stored as JSON with the mark, and
+  // `events list` and the file sink wrote lines that were not JSON.
+  const std::string bom = "\xEF\xBB\xBF{\"a\":1}";
+  EXPECT_EQ(check(bom, ""), kTextContentType);
+  EXPECT_NE(check(bom, "application/json").find("p is not JSON at byte 0: a UTF-8 byte order mark"),
+            std::string::npos);
+}
+
+// An event stored with such a payload under a JSON content type (before the rule above, or by
+// another program through the emit contract) is written as base64: the line stays JSON and reads
+// back to the same bytes.
+TEST(JsonTest, APayloadWithAByteOrderMarkUnderAJsonTypeIsWrittenAsBase64) {
+  Event e = Event::make("t", "\xEF\xBB\xBF{\"a\":1}");
+  e.headers.emplace(header::kContentType, kJsonContentType);
+  const std::string line = to_json(e);
+  ASSERT_TRUE(nlohmann::json::accept(line)) << line;
+  EXPECT_TRUE(nlohmann::json::parse(line).contains("payload_base64")) << line;
+  EXPECT_EQ(event_from_json(line).payload, e.payload);
 }
 
 }  // namespace
