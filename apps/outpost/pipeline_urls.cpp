@@ -6,6 +6,7 @@
 #include "pipeline_options.h"
 #ifdef OUTPOST_HAVE_CONSUME
 #include "outpost/consumer.h"
+#include "outpost/source.h"
 #endif
 
 namespace outpost::cli {
@@ -26,6 +27,15 @@ std::optional<UrlProblem> check_pipeline_urls(const PipelineConfig& relay) {
 }
 
 std::optional<UrlProblem> check_pipeline_urls(const ConsumeArgs& consume) {
+#ifdef OUTPOST_HAVE_CONSUME
+  // The log first, the order they open in. A source opens nothing until its first read
+  // (include/outpost/source.h), so opening it here is its parse-only check.
+  try {
+    open_source(consume.from);
+  } catch (const ConfigError& e) {
+    return UrlProblem{"from", e.what()};
+  }
+#endif
   try {
     check_sink_url(consume.sink);
   } catch (const ConfigError& e) {

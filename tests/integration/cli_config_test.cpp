@@ -78,6 +78,21 @@ TEST(CliConfig, EverySinksUrlIsCheckedBeforeAnythingOpens) {
   }
 }
 
+// A [[consume]] log URL is checked with the others, by `check` as by `run`, before the relay
+// before it opens. Before: `check` said ok for any bad `from`.
+TEST(CliConfig, AConsumeLogUrlIsCheckedBeforeAnythingOpens) {
+  for (const std::string& from :
+       {std::string("fil:/tmp/x.jsonl"), std::string("file:/tmp/x.jsonl?tail=1"),
+        std::string("kafka://127.0.0.1:1/t"), std::string("redis-stream://127.0.0.1:1/s?grup=g")}) {
+    TempDir dir;
+    expect_refused(dir,
+                   relay_table(dir) + "\n[[consume]]\nname = \"c\"\nfrom = \"" + from +
+                       "\"\ngroup = \"g\"\ncheckpoint = \"sqlite:" + dir / "cp.db" +
+                       "\"\nsink = \"file:" + dir / "c.jsonl" + "\"\n",
+                   {"outpost.toml:8: [[consume]] 'c': key 'from': "});
+  }
+}
+
 // backoff_base_ms > backoff_max_ms names the line of the key at fault. Before: the line of the
 // [[relay]] / [[consume]] table header.
 TEST(CliConfig, BackoffOrderNamesTheKeysLine) {
