@@ -869,6 +869,9 @@ TEST_P(StoreConformance, SettleAndClaimSettlesThenClaimsTheNextHeads) {
   // k: a1 a2 a3; j: b1 b2. The first batch takes a1 and b1 (max 1 per key is not promised, so
   // claim 2 of the ordered heads); acking a1, nacking b1 for later and releasing nothing must
   // make a2 claimable in the same call while b2 stays blocked behind the retrying b1.
+  if (!fixture().batches_in_emit_order)
+    GTEST_SKIP() << "claim(2) takes one key's run here, not two keys' heads (a batch fills "
+                    "partition by partition); settle_and_claim over partitions: RedisPartitions.*";
   std::vector<Event> events{make_event("t", "k"), make_event("t", "j"), make_event("t", "k"),
                             make_event("t", "j"), make_event("t", "k")};
   store().append(events);

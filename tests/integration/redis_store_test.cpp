@@ -419,7 +419,8 @@ TEST(RedisStoreLayout, AnEventWithoutItsBodyIsDeadLetteredNotAStall) {
   REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
   const std::string prefix = testing::unique_name("nobody_");
   PrefixGuard guard{base, prefix};
-  auto store = open_redis_store(with_prefix(base, prefix));
+  // The unpartitioned layout (partitions=1), whose keys the test edits by hand.
+  auto store = open_redis_store(with_prefix(base, prefix) + "&partitions=1");
   auto events = make_events(3, 1);  // one key: the lost one sits between the others
   store->append(events);
   Ctx c = connect_url(base);
@@ -447,7 +448,8 @@ TEST(RedisWriterLease, AStaleHolderIsFencedOffAndNothingIsLost) {
   REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
   const std::string prefix = testing::unique_name("fence_");
   PrefixGuard guard{base, prefix};
-  const std::string url = with_prefix(base, prefix);
+  // One writer for the whole outbox: the unpartitioned layout (each partition's lease is this).
+  const std::string url = with_prefix(base, prefix) + "&partitions=1";
   auto a = open_redis_store(url);
   auto b = open_redis_store(url);
   auto events = make_events(20, 4);
