@@ -28,6 +28,7 @@
 #include "outpost/stores/redis.h"
 #include "server_process.h"
 #include "store_cases.h"
+#include "stores/redis/redis_body.h"
 #include "stores/redis/redis_partition.h"
 #include "stores/redis/redis_url.h"
 
@@ -698,6 +699,55 @@ TEST(RedisPartitions, AnUnpartitionedOutboxIsDrainedThenPartitionedUnderTheDefau
     EXPECT_NE(std::string(e.what()).find("partitions=64"), std::string::npos) << e.what();
   }
   EXPECT_EQ(emitter->stats().pending, 0);
+}
+
+// An application's own EVAL into one partition (the per-partition call of docs/emit-contract.md)
+// beside the store's routed appends on a single master: both number events from the outbox's
+// counter, so a key's later event is delivered after its earlier one (before, the partition's
+// own counter gave the later event a lower seq and the batch, sorted by seq, reversed them).
+TEST(RedisPartitions, AnEmitIntoAPartitionKeepsKeyOrderBesideRoutedEmits) {
+  const std::string url = outbox_url("&partitions=4");
+  REQUIRE_REDIS(url);
+  const std::string prefix =
+      url.substr(url.find("prefix=") + 7, url.find('&') - url.find("prefix=") - 7);
+  auto store = open_redis_store(url);
+  Event first = make("k", 0);
+  first.id = EventId::generate();
+  std::vector<Event> firsts;
+  for (int k = 0; k < 5; ++k) firsts.push_back(make("other" + std::to_string(k), 0));
+  firsts.push_back(first);  // the outbox's counter is past the partition's own now
+  store->append(firsts);
+  Event second = make("k", 1);
+  second.id = EventId::generate();
+  const std::string base = "{" + prefix + ":p" + std::to_string(redis_store::fnv1a("k") % 4) + "}:";
+  redis_store::AppendArgv a;
+  std::vector<Event> one{second};
+  redis_store::append_argv(one, base, a);
+  const std::string script = redis_store::append_script();
+  const std::string key = base + "pending";
+  std::vector<std::string_view> argv{"EVAL", script, "1", key};
+  argv.insert(argv.end(), a.argv.begin(), a.argv.end());
+  const core::Url u = core::Url::parse(url);
+  redisContext* c = redisConnect(u.hosts().front().host.c_str(), u.hosts().front().port);
+  ASSERT_TRUE(c && !c->err);
+  std::vector<const char*> args;
+  std::vector<std::size_t> lens;
+  for (auto v : argv) {
+    args.push_back(v.data());
+    lens.push_back(v.size());
+  }
+  auto* r = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data()));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, REDIS_REPLY_INTEGER) << (r->str ? r->str : "");
+  freeReplyObject(r);
+  redisFree(c);
+  ClaimedBatch b = store->claim(10, 30s);
+  ASSERT_EQ(b.events.size(), 7u);
+  std::vector<EventId> of_k;
+  for (const auto& e : b.events)
+    if (e.key == "k") of_k.push_back(e.id);
+  EXPECT_EQ(of_k, (std::vector<EventId>{first.id, second.id}));
 }
 
 }  // namespace

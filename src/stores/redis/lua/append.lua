@@ -92,7 +92,19 @@ if not count or count == '1' then
   for i = 0, n - 1 do all[#all + 1] = i end
   local bad = check(all)
   if bad then return bad end
-  write(all, true)
+  -- A partition's own call (B = {prefix:pK}:, docs/emit-contract.md) on a single master numbers
+  -- its events from the outbox's counter too, as a routed call does, so seqs never go back
+  -- within a partition; on Redis Cluster that key is in another slot (refused): its own counter.
+  local seqs = nil
+  local outbox = string.match(B, '^{(.+):p%d+}:$')
+  if outbox then
+    local last = redis.pcall('INCRBY', '{' .. outbox .. '}:seq', n)
+    if type(last) == 'number' then
+      seqs = {}
+      for x = 1, n do seqs[x] = last - n + x end
+    end
+  end
+  write(all, true, seqs)
   return n
 end
 -- Partitioned: FNV-1a (32 bit) of the key's bytes, exact in Lua's doubles (16777619 = 2^24 +
