@@ -107,15 +107,7 @@ outpost::testing::StoreCase redis_case(std::string name, const char* var) {
             outpost::testing::StoreFixture f;
             f.store = outpost::open_redis_store(url, options);
             f.url = url;
-            // The default URL partitions a new outbox on a single master (the standalone case),
-            // not on a cluster (docs/redis.md, Partitions: the default), unless it says
-            // partitions=1. Decided without touching the outbox: a test may open it with a count.
-            const bool partitioned = std::string_view(var) == "OUTPOST_TEST_REDIS_URL" &&
-                                     base.find("partitions=1&") == std::string::npos &&
-                                     !base.ends_with("partitions=1");
-            f.single_writer = !partitioned;  // writer_lease defaults to true
-            f.partitioned = partitioned;
-            f.batches_in_emit_order = !partitioned;
+            f.single_writer = true;  // writer_lease defaults to true
             f.open_again = [url, options] {
               return std::shared_ptr<outpost::Store>(outpost::open_redis_store(url, options));
             };

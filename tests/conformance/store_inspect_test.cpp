@@ -140,17 +140,8 @@ TEST_P(StoreInspect, LeasedShowsEachEventUnderALiveLeaseWithItsToken) {
     EXPECT_EQ(leased[i].key, events[i].key);
     EXPECT_EQ(leased[i].attempts, 1);
     const ClaimedBatch& holder = i == 0 ? one : two;
-    if (holder.lease.owner.starts_with('*') && !fixtures().front().batches_in_emit_order) {
-      // A batch over several Redis partitions names each part's lease, "*<owner>|<fence>|..."
-      // (docs/redis.md, Partitions): the event is held under its part's.
-      EXPECT_NE(holder.lease.owner.find(leased[i].lease_owner + "|" +
-                                        std::to_string(leased[i].fence) + "|"),
-                std::string::npos)
-          << leased[i].lease_owner << " in " << holder.lease.owner;
-    } else {
-      EXPECT_EQ(leased[i].lease_owner, holder.lease.owner);
-      EXPECT_EQ(leased[i].fence, holder.lease.fence);
-    }
+    EXPECT_EQ(leased[i].lease_owner, holder.lease.owner);
+    EXPECT_EQ(leased[i].fence, holder.lease.fence);
     ASSERT_TRUE(leased[i].lease_until.has_value());
     expect_near(*leased[i].lease_until, claimed + 10s, "lease expiry");
     EXPECT_FALSE(leased[i].next_attempt.has_value());

@@ -28,7 +28,6 @@
 #include "outpost/stores/redis.h"
 #include "server_process.h"
 #include "store_cases.h"
-#include "stores/redis/redis_body.h"
 #include "stores/redis/redis_partition.h"
 #include "stores/redis/redis_url.h"
 
@@ -241,10 +240,8 @@ TEST(RedisPartitions, TheRecordedCountRefusesAnotherOneAndTheUnpartitionedLayout
     EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
     EXPECT_NE(std::string(e.what()).find("partitions=4"), std::string::npos) << e.what();
   }
-  // A URL without a count follows the recorded one.
-  EXPECT_EQ(open_redis_store(base)->stats().pending, 1);
   try {
-    open_redis_store(base + "&partitions=1")->claim(10, 5s);
+    open_redis_store(base)->claim(10, 5s);
     ADD_FAILURE() << "an unpartitioned URL claimed from a partitioned outbox";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::config) << e.what();
@@ -255,18 +252,10 @@ TEST(RedisPartitions, TheRecordedCountRefusesAnotherOneAndTheUnpartitionedLayout
   EXPECT_EQ(four->stats().pending, 1);
 }
 
-// The store of an outbox in the unpartitioned layout as a build before partitions wrote it (no
-// recorded count): what open_redis_store opened for a URL without partitions before they were
-// the default.
-std::unique_ptr<Store> unpartitioned_layout(const std::string& url) {
-  auto c = redis_store::parse_store_url(url);
-  return redis_store::open_partition(c.client, c.prefix, c.writer_lease, {}, {}, {});
-}
-
 TEST(RedisPartitions, AnOutboxWithUnpartitionedEventsIsNotPartitionedUntilDrained) {
   const std::string base = outbox_url("");
   REQUIRE_REDIS(base);
-  auto old = unpartitioned_layout(base);
+  auto old = open_redis_store(base);
   old->append(std::vector<Event>{make("a", 1)});
   try {
     open_redis_store(base + "&partitions=4")->append(std::vector<Event>{make("a", 2)});
@@ -615,139 +604,6 @@ TEST(RedisPartitions, OneClaimAndOneSettleServeEveryOwnedPartitionInOneCall) {
   EXPECT_LE(after_settle - after_claim, 3)
       << "a settle over 16 partitions took one call per partition";
   EXPECT_EQ(store->stats().pending, 0);
-}
-
-// The default URL (no partitions=) on a single master: a new outbox is partitioned into 64 at
-// its first use, and an explicit partitions=1 (the opt-out) is then refused with the count to use.
-TEST(RedisPartitions, TheDefaultURLPartitionsANewOutbox) {
-  const std::string base = outbox_url("");
-  REQUIRE_REDIS(base);
-  const std::string prefix = base.substr(base.find("prefix=") + 7);
-  auto store = open_redis_store(base);
-  std::vector<Event> events;
-  for (int k = 0; k < 40; ++k) events.push_back(make("k" + std::to_string(k), 0));
-  store->append(events);
-  redisContext* c = redisConnect(core::Url::parse(base).hosts().front().host.c_str(),
-                                 core::Url::parse(base).hosts().front().port);
-  ASSERT_TRUE(c && !c->err);
-  auto* r = static_cast<redisReply*>(redisCommand(c, "GET {%s}:partitions", prefix.c_str()));
-  ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING);
-  EXPECT_EQ(std::string(r->str, r->len), "64");
-  freeReplyObject(r);
-  r = static_cast<redisReply*>(redisCommand(c, "EXISTS {%s}:v3:live", prefix.c_str()));
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->integer, 0) << "events in the unpartitioned layout";
-  freeReplyObject(r);
-  redisFree(c);
-  EXPECT_EQ(store->stats().pending, 40);
-  try {
-    open_redis_store(base + "&partitions=1")->append(std::vector<Event>{make("a", 1)});
-    ADD_FAILURE() << "partitions=1 was accepted on an outbox of 64";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("partitions=64"), std::string::npos) << e.what();
-  }
-}
-
-// The upgrade in place: an outbox of the unpartitioned layout with events in it (written as a
-// build before partitions did, no count recorded) keeps working under the default URL without
-// loss: its events are delivered unpartitioned, with new ones emitted meanwhile, in key order;
-// once it is drained a relay records the default count and later events go to the partitions.
-TEST(RedisPartitions, AnUnpartitionedOutboxIsDrainedThenPartitionedUnderTheDefaultURL) {
-  const std::string base = outbox_url("");
-  REQUIRE_REDIS(base);
-  const std::string prefix = base.substr(base.find("prefix=") + 7);
-  {
-    auto old = unpartitioned_layout(base);
-    std::vector<Event> events;
-    for (int k = 0; k < 10; ++k) events.push_back(make("k" + std::to_string(k), 0));
-    old->append(events);
-  }
-  auto emitter = open_redis_store(base);
-  std::vector<Event> more;
-  for (int k = 0; k < 10; ++k) more.push_back(make("k" + std::to_string(k), 1));
-  emitter->append(more);  // beside the old events: unpartitioned too
-  Ledger ledger;
-  {
-    Relay relay(open_redis_store(base), ledger);
-    ASSERT_TRUE(all_acked(ledger, 20, 60s)) << relay.errors();
-    // The relay records the count within a second of finding the outbox drained.
-    const auto deadline = SteadyClock::now() + 30s;
-    std::string count;
-    while (count != "64" && SteadyClock::now() < deadline) {
-      std::this_thread::sleep_for(100ms);
-      const core::Url u = core::Url::parse(base);
-      redisContext* c = redisConnect(u.hosts().front().host.c_str(), u.hosts().front().port);
-      ASSERT_TRUE(c && !c->err);
-      auto* r = static_cast<redisReply*>(redisCommand(c, "GET {%s}:partitions", prefix.c_str()));
-      count = r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : "";
-      if (r) freeReplyObject(r);
-      redisFree(c);
-    }
-    ASSERT_EQ(count, "64");
-    std::vector<Event> later;
-    for (int k = 0; k < 10; ++k) later.push_back(make("k" + std::to_string(k), 2));
-    emitter->append(later);  // the emitter opened unpartitioned: its refused script asks again
-    ASSERT_TRUE(all_acked(ledger, 30, 60s)) << relay.errors();
-    EXPECT_EQ(relay.errors(), "");
-  }
-  expect_in_order_once(ledger, 10, 3);
-  // Nothing was left in the unpartitioned layout, and an old relay is refused now.
-  try {
-    unpartitioned_layout(base)->claim(10, 5s);
-    ADD_FAILURE() << "the unpartitioned layout was claimed beside the partitions";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("partitions=64"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(emitter->stats().pending, 0);
-}
-
-// An application's own EVAL into one partition (the per-partition call of docs/emit-contract.md)
-// beside the store's routed appends on a single master: both number events from the outbox's
-// counter, so a key's later event is delivered after its earlier one (before, the partition's
-// own counter gave the later event a lower seq and the batch, sorted by seq, reversed them).
-TEST(RedisPartitions, AnEmitIntoAPartitionKeepsKeyOrderBesideRoutedEmits) {
-  const std::string url = outbox_url("&partitions=4");
-  REQUIRE_REDIS(url);
-  const std::string prefix =
-      url.substr(url.find("prefix=") + 7, url.find('&') - url.find("prefix=") - 7);
-  auto store = open_redis_store(url);
-  Event first = make("k", 0);
-  first.id = EventId::generate();
-  std::vector<Event> firsts;
-  for (int k = 0; k < 5; ++k) firsts.push_back(make("other" + std::to_string(k), 0));
-  firsts.push_back(first);  // the outbox's counter is past the partition's own now
-  store->append(firsts);
-  Event second = make("k", 1);
-  second.id = EventId::generate();
-  const std::string base = "{" + prefix + ":p" + std::to_string(redis_store::fnv1a("k") % 4) + "}:";
-  redis_store::AppendArgv a;
-  std::vector<Event> one{second};
-  redis_store::append_argv(one, base, a);
-  const std::string script = redis_store::append_script();
-  const std::string key = base + "pending";
-  std::vector<std::string_view> argv{"EVAL", script, "1", key};
-  argv.insert(argv.end(), a.argv.begin(), a.argv.end());
-  const core::Url u = core::Url::parse(url);
-  redisContext* c = redisConnect(u.hosts().front().host.c_str(), u.hosts().front().port);
-  ASSERT_TRUE(c && !c->err);
-  std::vector<const char*> args;
-  std::vector<std::size_t> lens;
-  for (auto v : argv) {
-    args.push_back(v.data());
-    lens.push_back(v.size());
-  }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data()));
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->type, REDIS_REPLY_INTEGER) << (r->str ? r->str : "");
-  freeReplyObject(r);
-  redisFree(c);
-  ClaimedBatch b = store->claim(10, 30s);
-  ASSERT_EQ(b.events.size(), 7u);
-  std::vector<EventId> of_k;
-  for (const auto& e : b.events)
-    if (e.key == "k") of_k.push_back(e.id);
-  EXPECT_EQ(of_k, (std::vector<EventId>{first.id, second.id}));
 }
 
 }  // namespace

@@ -70,9 +70,8 @@ TEST(RedisSchedule, ListAndDeadCarryDeliverAtAndItLeavesWithTheEvent) {
   for (const auto& base : all) {
     SCOPED_TRACE(base);
     const std::string prefix = unique_prefix();
-    // The unpartitioned layout (partitions=1), whose v3:at the test reads.
-    const std::string url = base + (base.find('?') == std::string::npos ? "?" : "&") +
-                            "prefix=" + prefix + "&partitions=1";
+    const std::string url =
+        base + (base.find('?') == std::string::npos ? "?" : "&") + "prefix=" + prefix;
     auto store = open_redis_store(url, {});
     const TimePoint later = ms_precision(now() + 1h);
     const TimePoint past = ms_precision(now() - 1s);

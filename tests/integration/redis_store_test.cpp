@@ -419,8 +419,7 @@ TEST(RedisStoreLayout, AnEventWithoutItsBodyIsDeadLetteredNotAStall) {
   REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
   const std::string prefix = testing::unique_name("nobody_");
   PrefixGuard guard{base, prefix};
-  // The unpartitioned layout (partitions=1), whose keys the test edits by hand.
-  auto store = open_redis_store(with_prefix(base, prefix) + "&partitions=1");
+  auto store = open_redis_store(with_prefix(base, prefix));
   auto events = make_events(3, 1);  // one key: the lost one sits between the others
   store->append(events);
   Ctx c = connect_url(base);
@@ -448,8 +447,7 @@ TEST(RedisWriterLease, AStaleHolderIsFencedOffAndNothingIsLost) {
   REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
   const std::string prefix = testing::unique_name("fence_");
   PrefixGuard guard{base, prefix};
-  // One writer for the whole outbox: the unpartitioned layout (each partition's lease is this).
-  const std::string url = with_prefix(base, prefix) + "&partitions=1";
+  const std::string url = with_prefix(base, prefix);
   auto a = open_redis_store(url);
   auto b = open_redis_store(url);
   auto events = make_events(20, 4);

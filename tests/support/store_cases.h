@@ -39,10 +39,6 @@ struct StoreFixture {
   // "Partitions and owners"): a second claiming object gets an even share of them, and a key's
   // events are claimable only by the object owning its partition.
   bool partitioned = false;
-  // A claim of n events takes the n oldest claimable ones across keys, in emit order. False for
-  // Redis partitions (docs/redis.md, "Partitions": Batches): a batch fills partition by
-  // partition, oldest head first, so its order holds per key only (docs/guarantees.md).
-  bool batches_in_emit_order = true;
   // Store URL usable with the CLI (empty for stores that cannot be reopened by URL).
   std::string url;
   // Removes what make() created (files, tables, keys). Called by the fixture's TearDown.

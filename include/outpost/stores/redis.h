@@ -40,10 +40,8 @@ namespace outpost {
 //                      false lets several relays claim disjoint batches at once
 //   writer_lease_ms=N  length of the writer lease, 100-3600000 (default 4000): how long a
 //                      standby waits after the holder crashed; renewed every N/3 ms
-//   partitions=N       1-1024 (default: the outbox's recorded count, else 64 on a single master,
-//                      1 on a cluster): N partitions, each its own key space {prefix:pK} with
-//                      its own writer lease, shared among the relays; 1 is the unpartitioned
-//                      layout (docs/redis.md, Partitions)
+//   partitions=N       1-1024 (default 1): N partitions, each its own key space {prefix:pK} with
+//                      its own writer lease, shared among the relays (docs/redis.md, Partitions)
 // A URL with several host:port pairs is a Redis Cluster seed list; the master of the prefix's
 // slot is found with CLUSTER SLOTS, MOVED/ASK are followed, and a failover is recovered by
 // reconnecting and re-resolving. A single host that runs in cluster mode is detected too.

@@ -61,12 +61,11 @@ PartSettlement settlement_of(const ClaimedBatch& part, const Settlement& settlem
 void run_settle_many(Client& client, const Script& script, const std::string& key,
                      const std::string& base, std::vector<ManySettle>& settles,
                      std::vector<ManyClaim>& claims, std::size_t max, Duration lease,
-                     ClaimOrder order, Duration dead_retention) {
+                     ClaimOrder order) {
   std::vector<std::vector<std::string>> args;
   args.reserve(settles.size() + claims.size() + 1);
-  args.push_back({std::to_string(settles.size()), std::to_string(claims.size()),
-                  std::to_string(max),
-                  std::to_string(std::max<std::int64_t>(0, dead_retention.count()))});
+  args.push_back(
+      {std::to_string(settles.size()), std::to_string(claims.size()), std::to_string(max)});
   for (auto& s : settles) args.push_back(s.store->settle_call(*s.batch, s.mine));
   for (auto& c : claims) args.push_back(c.store->claim_call(c.batch, max, lease, order));
   std::vector<std::string> lengths;
@@ -102,7 +101,6 @@ void run_settle_many(Client& client, const Script& script, const std::string& ke
   }
   for (std::size_t j = 0; j < claims.size() && settles.size() + j < r->elements; ++j) {
     const redisReply* e = r->element[settles.size() + j];
-    if (e->type == REDIS_REPLY_ARRAY && e->elements == 0) continue;  // not asked: batch full
     claims[j].asked = true;
     if (e->type == REDIS_REPLY_ERROR)
       claims[j].error = error_of(e);

@@ -65,6 +65,6 @@ struct ManyClaim {
 void run_settle_many(Client& client, const Script& script, const std::string& key,
                      const std::string& base, std::vector<ManySettle>& settles,
                      std::vector<ManyClaim>& claims, std::size_t max, Duration lease,
-                     ClaimOrder order, Duration dead_retention);
+                     ClaimOrder order);
 
 }  // namespace outpost::redis_store

@@ -81,8 +81,4 @@ std::unique_ptr<PartitionStore> open_partition(
 // The partitioned store over `config.partitions` (> 1) partitions.
 std::unique_ptr<Store> open_partitioned(StoreConfig config, const StoreOptions& options);
 
-// The store of a URL without a count > 1 (redis_auto.cpp): the outbox's recorded count, the
-// default on a new outbox of a single master, the unpartitioned layout while it holds events.
-std::unique_ptr<Store> open_auto(StoreConfig config, const StoreOptions& options);
-
 }  // namespace outpost::redis_store

@@ -56,7 +56,6 @@ class PartitionedStore final : public PartitionedReads {
         meta_(c.client),
         wake_(meta_, "{" + c.prefix + ":p*}:wake", /*pattern=*/true),
         parts_(static_cast<std::size_t>(n_)) {
-    outbox_ = open_partition(c.client, c.prefix, Duration(0), options, {}, {});
     auto warn_once = std::make_shared<std::once_flag>();
     for (int p = 0; p < n_; ++p)
       parts_[p].store = open_partition(c.client, c.prefix + ":p" + std::to_string(p), writer_lease_,
@@ -84,29 +83,20 @@ class PartitionedStore final : public PartitionedReads {
   void append(std::span<const Event> events, TxHandle tx) override {
     if (events.empty()) return;
     ready();
-    // On a single master the append script routes the events itself (lua/append.lua): one
-    // EVALSHA, or one EVAL in the caller's MULTI, atomic across partitions.
-    if (one_script()) {
-      outbox_->append(events, tx);
-      appended_ = true;
-      return;
-    }
-    // An event without a key by its id (as lua/append.lua): a duplicate id meets itself.
+    // Events without a key go together to one partition per call, taken in turn.
+    const int empty_to = static_cast<int>(next_empty_.fetch_add(1) % static_cast<unsigned>(n_));
     auto partition = [&](const Event& e) {
-      return static_cast<int>(fnv1a(e.key.empty() ? e.id.str() : e.key) %
-                              static_cast<unsigned>(n_));
+      return e.key.empty() ? empty_to : static_cast<int>(fnv1a(e.key) % static_cast<unsigned>(n_));
     };
-    // Checked whole first (and given their ids), so a bad event writes nothing anywhere (an
-    // append is atomic per partition here, docs/redis.md).
-    std::vector<Event> prepared = core::prepare_for_append(events, options_, "redis");
-    if (prepared.empty()) return;
-    const int first = partition(prepared.front());
-    if (std::all_of(prepared.begin(), prepared.end(),
+    const int first = partition(events.front());
+    if (std::all_of(events.begin(), events.end(),
                     [&](const Event& e) { return partition(e) == first; })) {
-      parts_[first].store->append(prepared, tx);
-      appended_ = true;
+      parts_[first].store->append(events, tx);
       return;
     }
+    // Several partitions: checked whole first, so a bad event writes nothing anywhere (an
+    // append is atomic per partition, docs/redis.md).
+    std::vector<Event> prepared = core::prepare_for_append(events, options_, "redis");
     std::vector<std::vector<Event>> groups(parts_.size());
     for (auto& e : prepared) groups[partition(e)].push_back(std::move(e));
     if (!tx.is_none()) {
@@ -115,7 +105,6 @@ class PartitionedStore final : public PartitionedReads {
       return;
     }
     append_pipelined(groups);
-    appended_ = true;
   }
 
   // One EVALSHA append per partition, all sent before any reply is read (one round trip on a
@@ -145,7 +134,6 @@ class PartitionedStore final : public PartitionedReads {
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
     ready();
-    appended_ = false;
     if (one_script()) {
       std::vector<PartBatch> none;
       SettleCounts counts;
@@ -170,7 +158,6 @@ class PartitionedStore final : public PartitionedReads {
       parts.push_back({p, {}});
     }
     ready();
-    appended_ = false;
     if (one_script())
       return settle_and_claim_in_one(parts, whole ? &done : nullptr, settlement, counts, max, lease,
                                      order);
@@ -254,9 +241,6 @@ class PartitionedStore final : public PartitionedReads {
   }
 
   void wait_for_work(Duration max) override {
-    // An append through this object since its last claim: work is there, whether or not the
-    // subscription was up when its PUBLISH went out.
-    if (appended_.exchange(false)) return;
     const std::int64_t now = steady_ms();
     std::int64_t wait = max.count();
     {
@@ -291,7 +275,7 @@ class PartitionedStore final : public PartitionedReads {
     const std::string n = std::to_string(n_);
     const bool create = options_.open == StoreOptions::Open::create;
     const std::int64_t got =
-        reply_int(meta_.eval(partitions_script_, key_, {base_, n, create ? "1" : "0", "0"}).get());
+        reply_int(meta_.eval(partitions_script_, key_, {base_, n, create ? "1" : "0"}).get());
     const std::string outbox = base_.substr(0, base_.size() - 1);
     if (got < 0)
       throw ConfigError("redis: the outbox " + outbox +
@@ -415,8 +399,7 @@ class PartitionedStore final : public PartitionedReads {
       from.push_back(p);
     }
     if (settles.empty() && claims.empty()) return {};
-    run_settle_many(meta_, settle_many_script_, key_, base_, settles, claims, max, lease, order,
-                    options_.dead_retention);
+    run_settle_many(meta_, settle_many_script_, key_, base_, settles, claims, max, lease, order);
     std::exception_ptr error;  // thrown when the batch stays empty (see failed)
     for (std::size_t i = 0; i < settles.size(); ++i) {
       const Settlement& m = settles[i].mine;
@@ -574,9 +557,8 @@ class PartitionedStore final : public PartitionedReads {
       {}};
   WakeListener wake_;  // after meta_: uses it
   std::vector<Part> parts_;
-  std::unique_ptr<PartitionStore> outbox_;  // the outbox's own key space: appends only
   std::atomic<bool> ready_{false};
-  std::atomic<bool> appended_{false};  // by this object since its last claim (wait_for_work)
+  std::atomic<unsigned> next_empty_{0};
   std::atomic<std::int64_t> alive_until_ms_{0};  // steady ms: last claim + its lease
   std::once_flag joined_;
   std::mutex mu_;

@@ -81,13 +81,6 @@ struct Scripts {
   Script discard{"discard", with_prologue(kDiscard), {}, {}};
 };
 
-// One set for every store of the process (a partitioned store opens a RedisStore per partition):
-// the texts are the same, and a Script's SHA is the same on every server (NOSCRIPT reloads it).
-const Scripts& shared_scripts() {
-  static const Scripts scripts;
-  return scripts;
-}
-
 class RedisStore final : public PartitionStore {
  public:
   // `writer_lease` zero: no writer lease (several relays claim at once). `token`, `owner_tag`:
@@ -550,7 +543,7 @@ class RedisStore final : public PartitionStore {
   const Duration writer_lease_;  // its length when the holder crashed (0 = writer lease off)
   const std::string instance_owner_ = instance_token();
   Client client_;
-  const Scripts& scripts_ = shared_scripts();
+  Scripts scripts_;
   std::atomic<std::uint64_t> claims_{0};
   std::atomic<bool> held_{false};                // we hold the writer lease (as last seen)
   std::atomic<std::int64_t> fence_{0};           // the fence of our writer lease
@@ -587,7 +580,8 @@ std::unique_ptr<Store> open_redis_store(std::string_view url, const StoreOptions
   if (c.archive_retention) o.archive_retention = *c.archive_retention;
   if (c.dead_retention) o.dead_retention = *c.dead_retention;
   if (c.partitions > 1) return redis_store::open_partitioned(std::move(c), o);
-  return redis_store::open_auto(std::move(c), o);
+  return std::make_unique<redis_store::RedisStore>(std::move(c.client), std::move(c.prefix),
+                                                   c.writer_lease, o);
 }
 
 }  // namespace outpost

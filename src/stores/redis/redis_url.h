@@ -15,9 +15,6 @@ namespace outpost::redis_store {
 
 // How long a crashed writer's lease keeps a standby waiting (URL parameter writer_lease_ms).
 inline constexpr Duration kDefaultWriterLease{4000};
-// The partition count of a new outbox whose URL gives none, on a single master (docs/redis.md,
-// Partitions: the default).
-inline constexpr int kDefaultPartitions = 64;
 
 struct StoreConfig {
   ClientOptions client;
@@ -27,9 +24,8 @@ struct StoreConfig {
   std::optional<bool> archive;
   std::optional<Duration> archive_retention;
   std::optional<Duration> dead_retention;  // dead_retention=DURATION (StoreOptions)
-  // partitions=N, 1-1024 (docs/redis.md, Partitions): 1 is the unpartitioned layout; 0 (not
-  // given): the count recorded for the outbox, else kDefaultPartitions on a single master.
-  int partitions = 0;
+  // partitions=N, 1-1024 (docs/redis.md, Partitions): 1 is the unpartitioned layout.
+  int partitions = 1;
 };
 
 StoreConfig parse_store_url(std::string_view url);

@@ -10,12 +10,10 @@ end
 -- Also an error reply when the prefix is partitioned (its `partitions` key, set by the first
 -- Store opened with partitions=N): its events live in the partitions' key spaces, so this
 -- unpartitioned Store must not emit or claim beside them (docs/redis.md, Partitions).
--- A recorded count of 1 is this layout (an explicit partitions=1).
 local function layout_error()
   if redis.call('EXISTS', B .. 'live', B .. 'dead', B .. 'partitions') == 0 then return nil end
   local parts = redis.call('GET', B .. 'partitions')
-  if parts == '1' and redis.call('EXISTS', B .. 'live', B .. 'dead') == 0 then return nil end
-  if parts and parts ~= '1' then
+  if parts then
     return redis.error_reply('OUTPOST_PARTITIONS the outbox ' .. B .. ' is partitioned (' ..
       parts .. ' partitions): open it with the URL parameter partitions=' .. parts ..
       ' (docs/redis.md, Partitions)')

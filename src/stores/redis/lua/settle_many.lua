@@ -1,24 +1,21 @@
 -- The partitioned store's one script on a single master (prologue.lua, ack_fn.lua, nack_fn.lua,
 -- release_fn.lua, claim_fn.lua, then this; redis_partitioned.cpp): settles the parts of a batch
--- in their partitions, then claims from the given partitions, oldest head first, until `max`
--- events are taken, so one round trip serves every partition a relay owns (docs/redis.md, Partitions). The
+-- in their partitions, then claims from the given partitions in turn until `max` events are
+-- taken, so one round trip serves every partition a relay owns (docs/redis.md, Partitions). The
 -- functions read B, the key base, when they run: it is set to each partition's base in turn, and
 -- every settlement and claim is fenced by that partition's own writer lease exactly as in
 -- settle_body.lua and claim_body.lua. Not on Redis Cluster: the partitions are in other slots.
--- ARGV: B (the outbox's own base), n_settles, n_claims, max, dead_retention_ms (0: keep; else
--- each claimed partition drops up to 1,000 dead letters older than that, as an ack does, so a
--- partition without acks keeps none past it either); then n_settles parts, each its
+-- ARGV: B (the outbox's own base), n_settles, n_claims, max; then n_settles parts, each its
 -- length L and L arguments laid out like settle_body.lua's ARGV without the claim's (B of the
 -- partition, fence, owner, archive, retention_ms, n_acks, n_ack_keys, n_nacks, n_releases, then
 -- the ids, keys, nack triples and release ids); then n_claims claims of 8 arguments each, laid
 -- out like claim_fn.lua's A (its max is replaced by what is still missing).
--- Returns {{acked, nacked, released} per settled part..., then per given claim its partition's
--- claim reply, or {} when the batch was full before that partition was asked}.
+-- Returns {{acked, nacked, released} per settled part..., then the claim reply of each partition
+-- asked, in the given order: the partitions after the one that filled the batch are not asked}.
 -- A partition whose settlement or claim fails (a broken key, OOM) has an error reply in its
 -- place and the others go on, as when each partition is its own call.
 local ns, nc, max = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local dead_retention = tonumber(ARGV[5])
-local parts, i = {}, 6
+local parts, i = {}, 5
 for s = 1, ns do
   local L = tonumber(ARGV[i])
   local A = {}
@@ -27,10 +24,14 @@ for s = 1, ns do
   i = i + 1 + L
 end
 local c0 = i
--- Every settled partition's layout first, so a refused outbox is left as it was everywhere (a
--- claimed partition's is checked when it is asked: a refusal is its error reply).
+-- Every partition's layout first, so a refused outbox is left as it was everywhere.
 for s = 1, ns do
   B = parts[s][1]
+  local bad = layout_error()
+  if bad then return bad end
+end
+for c = 0, nc - 1 do
+  B = ARGV[c0 + c * 8]
   local bad = layout_error()
   if bad then return bad end
 end
@@ -66,41 +67,14 @@ for s = 1, ns do
   B = parts[s][1]
   out[#out + 1] = guarded(settle, parts[s])
 end
--- The partitions in the order of their oldest due event (its due time, then its seq: a single
--- master numbers events from the outbox's own counter, so that is emit order across
--- partitions), so a batch starts with the oldest claimable events of the relay's partitions.
-local asked, heads = {}, {}
-for c = 0, nc - 1 do
-  local b = ARGV[c0 + c * 8]
-  if dead_retention > 0 and redis.call('EXISTS', b .. 'v3:died') == 1 then
-    B = b
-    delete_dead(redis.call('ZRANGEBYSCORE', b .. 'v3:died', '-inf', now_ms() - dead_retention,
-      'LIMIT', 0, 1000))
-  end
-  -- A broken partition (its claim reports the error) comes last.
-  local h = redis.pcall('ZRANGE', b .. 'v3:pending', 0, 0, 'WITHSCORES')
-  local due, seq = math.huge, math.huge
-  if not h.err and #h > 0 then
-    due = tonumber(h[2])
-    seq = tonumber(redis.call('ZSCORE', b .. 'v3:live', h[1]) or 0)
-  end
-  heads[#heads + 1] = {c, due, seq}
-end
-table.sort(heads, function(x, y)
-  if x[2] ~= y[2] then return x[2] < y[2] end
-  if x[3] ~= y[3] then return x[3] < y[3] end
-  return x[1] < y[1]
-end)
 local got = 0
-for _, head in ipairs(heads) do
+for c = 0, nc - 1 do
   if got >= max then break end
-  local a = c0 + head[1] * 8
+  local a = c0 + c * 8
   B = ARGV[a]
-  local r = layout_error() or guarded(claim, {B, ARGV[a + 1], tostring(max - got), ARGV[a + 3],
-    ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]})
-  asked[head[1]] = r
+  local r = guarded(claim, {B, ARGV[a + 1], tostring(max - got), ARGV[a + 3], ARGV[a + 4],
+    ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]})
+  out[#out + 1] = r
   if not r.err and r[1] ~= -1 then got = got + (#r - 2) / 5 end
 end
--- In the given order; {} for a partition not asked (the batch was full before it).
-for c = 0, nc - 1 do out[#out + 1] = asked[c] or {} end
 return out
