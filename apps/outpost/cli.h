@@ -69,7 +69,10 @@ class StopSignalWatcher {
  public:
   // `on_stop(signal, count)`: count is 1 for the first stop signal, 2 for the second, ...
   // A signal pending from before the watcher existed is taken at once.
-  explicit StopSignalWatcher(std::function<void(int signal, int count)> on_stop);
+  // `hangup_stops`: SIGHUP is a stop signal too (block_hangup() first; the one-pipeline
+  // commands, whose terminal going away must not end them as a crash would).
+  explicit StopSignalWatcher(std::function<void(int signal, int count)> on_stop,
+                             bool hangup_stops = false);
   ~StopSignalWatcher();  // ends and joins the watcher thread
   StopSignalWatcher(const StopSignalWatcher&) = delete;
   StopSignalWatcher& operator=(const StopSignalWatcher&) = delete;
@@ -82,8 +85,8 @@ class StopSignalWatcher {
 };
 
 // SIGHUP for the daemon's reload, taken on a thread of its own with sigwait(), as the stop
-// signals are. block_hangup() before any thread exists (PipelineHost does, when it reloads);
-// without it SIGHUP keeps its default action (`outpost relay`, `outpost consume`).
+// signals are. block_hangup() before any thread exists (PipelineHost does); `outpost relay` and
+// `outpost consume` take it as a stop signal instead (StopSignalWatcher's hangup_stops).
 void block_hangup();
 class HangupWatcher {
  public:

@@ -195,7 +195,10 @@ struct PipelineHost::Signals {
 
 PipelineHost::PipelineHost(Options options)
     : options_(std::move(options)), signals_(std::make_unique<Signals>()) {
-  if (options_.on_hangup) block_hangup();  // before any thread: only the watcher takes SIGHUP
+  // Before any thread, so only a watcher takes SIGHUP: the daemon's reload, or for one pipeline
+  // a stop like SIGTERM (a closed terminal or SSH session drains it instead of killing it with
+  // its events leased: docs/operations.md, "Signals").
+  block_hangup();
 }
 
 PipelineHost::~PipelineHost() {
@@ -272,7 +275,7 @@ void PipelineHost::stop_all(bool abort) {
 
 void PipelineHost::on_stop_signal(int signal, int count) {
   signalled_.store(signal);
-  const std::string name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+  const std::string name = signal == SIGINT ? "SIGINT" : signal == SIGHUP ? "SIGHUP" : "SIGTERM";
   const auto grace = GiveUpDeadline::kGrace;
   if (options_.daemon) {
     if (count == 1) {
@@ -313,7 +316,8 @@ void PipelineHost::on_stop_signal(int signal, int count) {
 }
 
 int PipelineHost::run() {
-  signals_->stop.emplace([this](int signal, int count) { on_stop_signal(signal, count); });
+  signals_->stop.emplace([this](int signal, int count) { on_stop_signal(signal, count); },
+                         /*hangup_stops=*/!options_.on_hangup);
   if (options_.on_hangup) signals_->hangup.emplace(options_.on_hangup);
   if (Progress::wanted()) signals_->progress.emplace(*this);
   {

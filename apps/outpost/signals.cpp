@@ -1,5 +1,6 @@
 // The process's signal policy (cli.h). SIGPIPE is ignored everywhere. SIGHUP is the daemon's
-// reload (PipelineHost blocks it and takes it on a watcher thread). SIGINT/SIGTERM: blocked
+// reload and a one-pipeline command's stop, like SIGTERM (PipelineHost blocks it and takes it on
+// a watcher thread). SIGINT/SIGTERM: blocked
 // first thing in main(), so every thread inherits the mask and a
 // signal that arrives before a command is ready stays pending instead of killing the process;
 // commands that handle them take them on one thread with sigwait(), the others unblock them.
@@ -16,11 +17,12 @@
 namespace outpost::cli {
 namespace {
 
-sigset_t stop_signals() {
+sigset_t stop_signals(bool hangup = false) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  if (hangup) sigaddset(&set, SIGHUP);
   return set;
 }
 
@@ -46,9 +48,10 @@ struct StopSignalWatcher::Impl {
   std::thread thread;
 };
 
-StopSignalWatcher::StopSignalWatcher(std::function<void(int, int)> on_stop) : impl_(new Impl) {
-  impl_->thread = std::thread([this, on_stop = std::move(on_stop)] {
-    const sigset_t set = stop_signals();
+StopSignalWatcher::StopSignalWatcher(std::function<void(int, int)> on_stop, bool hangup_stops)
+    : impl_(new Impl) {
+  impl_->thread = std::thread([this, on_stop = std::move(on_stop), hangup_stops] {
+    const sigset_t set = stop_signals(hangup_stops);
     for (int count = 1;; ++count) {
       int sig = 0;
       if (sigwait(&set, &sig) != 0 || impl_->quit.load()) return;

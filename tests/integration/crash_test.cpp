@@ -262,6 +262,19 @@ TEST_F(RelayStopTest, SigtermGivesTheRequestInFlightOneTimeoutAndReleasesTheBatc
   expect_all_released();
 }
 
+// SIGHUP (the terminal or SSH session of a relay run by hand went away) stops `outpost relay` as
+// SIGTERM does: the request in flight gets its timeout, the batch is released, exit 0 with the
+// summary. Before: the default action, exit 129 with the batch leased until its lease ran out,
+// a crash counted against each event.
+TEST_F(RelayStopTest, SighupDrainsAsSigtermDoes) {
+  auto relay = start_relay(3000);
+  relay->signal(SIGHUP);
+  const int code = relay->wait(300s);
+  EXPECT_EQ(code, 0) << read_file(log());
+  EXPECT_NE(read_file(log()).find("SIGHUP: stopping"), std::string::npos) << read_file(log());
+  expect_all_released();
+}
+
 TEST_F(RelayStopTest, DrainTimeoutGivesUpTheRequestInFlightEarlier) {
   constexpr int kTimeoutMs = 120'000;  // before the fix: kEvents x 120 s
   auto relay = start_relay(kTimeoutMs, {"--drain-timeout-ms", "200"});
