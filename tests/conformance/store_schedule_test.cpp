@@ -97,12 +97,10 @@ TEST_P(StoreSchedule, PastDeliverAtIsDueAtOnce) {
 // events list|show|dead|archive`, handlers): from list while it waits, from the claim, and
 // kept by a dead letter and by the archive. To the millisecond (Redis keeps milliseconds).
 //
-// Known gaps in other owners' stores (found 2026-11-27, issue 20 item 1; reported): a claim on
-// Redis returns no deliver_at (the body does not carry it; only list.lua reads B v3:at), and the
-// PostgreSQL and Redis archives do not keep it. Each is checked again once deliver_at is there.
+// Known gap in another owner's store (found 2026-11-27, issue 20 item 1; reported): the
+// PostgreSQL archive does not keep it. Checked again once deliver_at is there.
 bool known_gap(std::string_view backend, std::string_view where) {
-  if (where == "the archive") return backend == "postgres" || backend == "redis";
-  return where == "claim" && backend == "redis";
+  return where == "the archive" && backend == "postgres";
 }
 
 void expect_deliver_at(std::string_view backend, const StoredEvent& e, TimePoint want,
@@ -140,6 +138,20 @@ TEST_P(StoreSchedule, DeliverAtComesBackOutOfListClaimAndDead) {
   listed = store().list(10);
   ASSERT_EQ(listed.size(), 1u);
   expect_deliver_at(store().backend(), listed[0], at, "list after retry");
+}
+
+// A deliver_at already past (`outpost emit --at` an earlier time) is due at once and still kept:
+// listed, and claimed with the event (so the sink's JSON has it, as for a future one).
+TEST_P(StoreSchedule, PastDeliverAtComesBackOutOfListAndClaim) {
+  std::vector<Event> events{scheduled("k", -1h)};
+  const TimePoint at = *events[0].deliver_at;
+  store().append(events);
+  auto listed = store().list(10);
+  ASSERT_EQ(listed.size(), 1u);
+  expect_deliver_at(store().backend(), listed[0], at, "list");
+  auto batch = store().claim(10, 30s);
+  ASSERT_EQ(batch.events.size(), 1u) << "a past deliver_at was not due at once";
+  expect_deliver_at(store().backend(), batch.events[0], at, "claim");
 }
 
 TEST_P(StoreSchedule, DeliverAtComesBackOutOfTheArchive) {

@@ -2,12 +2,14 @@
 // (tests/conformance/store_schedule_test.cpp): an event's deliver_at is carried back out by
 // list() and dead() (so `outpost events list|show` print it), and the B.."v3:at" entry that keeps
 // it (docs/redis.md) goes with the event, on Redis and on Redis Cluster. Then strict key order
-// (ClaimOrder::strict) and dead_retention on Redis (namespace keypolicy below).
+// (ClaimOrder::strict) and dead_retention on Redis (namespace keypolicy below). A claim and the
+// archive carry deliver_at too, with partitions=N as without.
 
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -116,6 +118,111 @@ TEST(RedisSchedule, ListAndDeadCarryDeliverAtAndItLeavesWithTheEvent) {
     EXPECT_EQ(zcard(url, at_key), failed == due.id ? 2 : 1) << "an acked event left its entry";
     EXPECT_EQ(store->discard_all(), 1u);
     EXPECT_EQ(zcard(url, at_key), 1) << "a discarded event left its entry";
+  }
+}
+
+// Number of entries of one of the outbox's keys by `cmd` (HLEN, ZCARD), asked like zcard().
+long long count_of(const std::string& url, const char* cmd, const std::string& key) {
+  auto u = core::Url::parse(url);
+  for (const auto& hp : u.hosts()) {
+    std::unique_ptr<redisContext, CtxFree> c(redisConnect(hp.host.c_str(), hp.port));
+    if (!c || c->err) continue;
+    Reply r(static_cast<redisReply*>(redisCommand(c.get(), "%s %s", cmd, key.c_str())));
+    if (r && r->type == REDIS_REPLY_INTEGER) return r->integer;
+  }
+  ADD_FAILURE() << "no node answered " << cmd << " " << key;
+  return -1;
+}
+
+// A claim returns each event's deliver_at (so a sink's event JSON and a handler have it), and
+// the archive keeps it, in every layout: one key space, partitions=N (one script for all
+// partitions on a single master, settle_many.lua; a call per partition on Cluster), Cluster.
+// Due ones (past deliver_at: `outpost emit --at` an earlier time) are claimed at once.
+TEST(RedisSchedule, ClaimAndArchiveCarryDeliverAtInEveryLayout) {
+  auto all = urls();
+  if (all.empty()) GTEST_SKIP() << "no Redis server (OUTPOST_TEST_REDIS_URL)";
+  for (const auto& base : all) {
+    for (std::string parts : {"", "&partitions=4"}) {
+      const std::string url = base + (base.find('?') == std::string::npos ? "?" : "&") +
+                              "prefix=" + unique_prefix() + "&archive=1" + parts;
+      SCOPED_TRACE(url);
+      auto store = open_redis_store(url, {});
+      std::map<EventId, std::optional<TimePoint>> want;
+      auto emit = [&](int n) {
+        std::vector<Event> events;
+        for (int i = 0; i < n; ++i) {
+          Event e = Event::make("t", "{}", "k" + std::to_string(want.size()));
+          // Every other one scheduled, at a past time of its own.
+          if (want.size() % 2 == 0)
+            e.deliver_at = ms_precision(now() - 1h - 1s * static_cast<int>(want.size()));
+          want[e.id] = e.deliver_at;
+          events.push_back(e);
+        }
+        store->append(events);
+      };
+      auto check = [&](const ClaimedBatch& b) {
+        for (const auto& e : b.events) {
+          ASSERT_TRUE(want.count(e.id));
+          EXPECT_EQ(e.deliver_at, want[e.id]) << "claimed " << e.id.str();
+        }
+      };
+      emit(8);
+      auto first = store->claim(100, 30s);
+      ASSERT_EQ(first.events.size(), 8u);
+      check(first);
+      // The relay's path: settle the batch and claim the next in one call.
+      emit(8);
+      std::vector<EventId> acks;
+      for (const auto& e : first.events) acks.push_back(e.id);
+      Settlement settle;
+      settle.acks = acks;
+      SettleCounts counts;
+      auto second = store->settle_and_claim(first, settle, counts, 100, 30s);
+      EXPECT_EQ(counts.acked, 8u);
+      ASSERT_EQ(second.events.size(), 8u);
+      check(second);
+      std::vector<EventId> acks2;
+      for (const auto& e : second.events) acks2.push_back(e.id);
+      ASSERT_EQ(store->ack(second, acks2), 8u);
+      auto archived = store->archived(100);
+      ASSERT_EQ(archived.size(), 16u);
+      for (const auto& a : archived)
+        EXPECT_EQ(a.deliver_at, want[a.id]) << "archived " << a.id.str();
+    }
+  }
+}
+
+// archive_retention trims an archived event's deliver_at with it (B.."v3:archived_at").
+TEST(RedisSchedule, ArchiveRetentionTrimsTheArchivedDeliverAt) {
+  auto all = urls();
+  if (all.empty()) GTEST_SKIP() << "no Redis server (OUTPOST_TEST_REDIS_URL)";
+  for (const auto& base : all) {
+    const std::string prefix = unique_prefix();
+    const std::string url = base + (base.find('?') == std::string::npos ? "?" : "&") +
+                            "prefix=" + prefix + "&archive=1&archive_retention=200ms";
+    SCOPED_TRACE(url);
+    auto store = open_redis_store(url, {});
+    auto deliver_one = [&] {
+      Event e = Event::make("t", "{}", "k");
+      e.deliver_at = ms_precision(now() - 1s);
+      store->append(std::vector<Event>{e});
+      auto b = store->claim(10, 30s);
+      ASSERT_EQ(b.events.size(), 1u);
+      ASSERT_EQ(store->ack(b, std::vector<EventId>{e.id}), 1u);
+    };
+    const std::string key = "{" + prefix + "}:v3:archived_at";
+    deliver_one();
+    EXPECT_EQ(count_of(url, "HLEN", key), 1);
+    // Acks go on; within 30 s the first one is older than the retention and trimmed.
+    bool trimmed = false;
+    for (auto deadline = std::chrono::steady_clock::now() + 30s;
+         !trimmed && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(300ms);
+      deliver_one();
+      trimmed = count_of(url, "ZCARD", "{" + prefix + "}:v3:archive") == 1;
+    }
+    ASSERT_TRUE(trimmed) << "the archive was not trimmed";
+    EXPECT_EQ(count_of(url, "HLEN", key), 1) << "a trimmed event left its deliver_at";
   }
 }
 

@@ -29,8 +29,8 @@ Reply eval_listing(Client& client, const Script& script, std::string_view key,
 
 }  // namespace
 
-// Two plain reads (the archive's zset, then the bodies): an event that retention removed in
-// between is left out.
+// Plain reads (the archive's zset, then the bodies and deliver_at): an event that retention
+// removed in between is left out.
 std::vector<ArchivedEvent> read_archived(Client& client, const std::string& base,
                                          std::size_t limit) {
   std::vector<ArchivedEvent> out;
@@ -48,6 +48,12 @@ std::vector<ArchivedEvent> read_archived(Client& client, const std::string& base
   Reply b = client.command(args);
   if (b->type != REDIS_REPLY_ARRAY || b->elements != ids.size())
     throw Error(ErrorCode::backend, "redis", "reading " + bodies + ": unexpected reply");
+  // The deliver_at of the scheduled ones (ack_fn.lua keeps it beside the body).
+  const std::string ats = base + "v3:archived_at";
+  args[1] = ats;
+  Reply at = client.command(args);
+  if (at->type != REDIS_REPLY_ARRAY || at->elements != ids.size())
+    throw Error(ErrorCode::backend, "redis", "reading " + ats + ": unexpected reply");
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const redisReply* body = b->element[i];
     ArchivedEvent e;
@@ -57,6 +63,8 @@ std::vector<ArchivedEvent> read_archived(Client& client, const std::string& base
       continue;
     e.id = *id;
     e.archived_at = TimePoint(std::chrono::milliseconds(text_int(str(r->element[2 * i + 1]))));
+    if (std::string ms = str(at->element[i]); !ms.empty())
+      e.deliver_at = TimePoint(std::chrono::milliseconds(text_int(ms)));
     out.push_back(std::move(e));
   }
   return out;

@@ -37,6 +37,8 @@
 //                      claim returns)
 //   B.."v3:dead"       zset id -> seq
 //   B.."v3:archive"    zset id -> ack time (ms); B.."v3:archived" hash id -> body (archiving on)
+//   B.."v3:archived_at" hash id -> deliver_at (ms) of an archived scheduled event (no field =
+//                      not scheduled; trimmed with the archive)
 //   B.."v3:tail"       hash key -> "<id> <seq>" of the key's last appended undelivered (or
 //                      dead: strict order holds the key behind it) event
 //                      (ordered mode: each event links to its predecessor of the same key, and

@@ -349,7 +349,8 @@ class RedisStore final : public PartitionStore {
             std::to_string(std::max<std::size_t>(1000, max * 20)), writer_ms_while_alive(lease)};
   }
 
-  // Reads the claim function's reply {fence, hint, events...} starting at element `at`.
+  // Reads the claim function's reply {fence, hint, events...} starting at element `at`
+  // (claim_fn.lua).
   void read_claim(ClaimedBatch& batch, const redisReply* r, std::size_t at) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < at + 2)
       throw Error(ErrorCode::backend, "redis", "claim: unexpected reply");
@@ -362,7 +363,7 @@ class RedisStore final : public PartitionStore {
     }
     if (!token_.empty()) hold_writer_lease(fence);
     batch.lease.fence = fence;
-    constexpr std::size_t kFields = 5;  // id, body, seq, attempts, crashes
+    constexpr std::size_t kFields = 6;  // id, body, seq, attempts, crashes, deliver_at
     const std::size_t n = (r->elements - at - 2) / kFields;
     next_hint_ms_ = n == 0 ? hint : 0;
     batch.events.reserve(n);
@@ -372,6 +373,8 @@ class RedisStore final : public PartitionStore {
       fill(e, f, base_);
       e.attempts = static_cast<int>(reply_int(f[3]));
       e.crashes = static_cast<int>(reply_int(f[4]));
+      if (std::int64_t at = reply_int(f[5]); at > 0)
+        e.deliver_at = TimePoint(std::chrono::milliseconds(at));
       batch.events.push_back(std::move(e));
     }
     std::sort(batch.events.begin(), batch.events.end(),

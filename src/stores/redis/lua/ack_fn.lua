@@ -62,20 +62,27 @@ if bulk('ZREM', B .. 'v3:leased', done) < n then bulk('ZREM', B .. 'v3:pending',
 bulk('ZREM', B .. 'v3:live', done)
 bulk('HDEL', own, done)
 if redis.call('EXISTS', B .. 'v3:crashes') == 1 then bulk('HDEL', B .. 'v3:crashes', done) end
-if redis.call('EXISTS', B .. 'v3:at') == 1 then bulk('ZREM', B .. 'v3:at', done) end
+local ats = nil  -- deliver_at of the acked scheduled events, for the archive
+if redis.call('EXISTS', B .. 'v3:at') == 1 then
+  if archive then ats = mget_all('ZMSCORE', B .. 'v3:at', done) end
+  bulk('ZREM', B .. 'v3:at', done)
+end
 if archive then
   local bodies = hmget_all(B .. 'v3:body', done)
-  local keep, az = {}, {}
+  local keep, az, kat = {}, {}, {}
   for j, id in ipairs(done) do
     keep[#keep + 1] = id; keep[#keep + 1] = bodies[j] or ''
     az[#az + 1] = now; az[#az + 1] = id
+    if ats and ats[j] then kat[#kat + 1] = id; kat[#kat + 1] = ats[j] end
   end
   bulk('HSET', B .. 'v3:archived', keep)
   bulk('ZADD', B .. 'v3:archive', az)
+  bulk('HSET', B .. 'v3:archived_at', kat)
   if retention > 0 then
     local old =
         redis.call('ZRANGEBYSCORE', B .. 'v3:archive', '-inf', now - retention, 'LIMIT', 0, 1000)
     bulk('HDEL', B .. 'v3:archived', old)
+    bulk('HDEL', B .. 'v3:archived_at', old)
     bulk('ZREM', B .. 'v3:archive', old)
   end
 end

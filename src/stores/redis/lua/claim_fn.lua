@@ -1,7 +1,8 @@
 -- claim(A), A laid out like ARGV: B, token ('' = no writer lease), max, lease_ms, order (0
 -- unordered, 1 ordered, 2 strict: a dead letter holds its key's later events back too),
 -- owner, scan_limit, writer_lease_ms.
--- Returns {fence, hint_ms, id, body, seq, attempts, crashes, ...}.
+-- Returns {fence, hint_ms, id, body, seq, attempts, crashes, deliver_at, ...}; deliver_at: ms
+-- (B.."v3:at"), 0 = not scheduled.
 -- fence -1: the writer lease is held by another Store (hint = its remaining ms).
 -- hint_ms: when nothing was claimed, ms until the next retry is due or lease expires (-1: none).
 -- Ordered: events in due-time (then emit) order, each taken only after its key's previous event
@@ -236,6 +237,10 @@ local crs = nil
 if any_expired or redis.call('EXISTS', crashes_key) == 1 then
   crs = hmget_all(crashes_key, picked)
 end
+-- deliver_at comes back with the event (the event JSON's "deliver_at" reaches sinks and
+-- handlers, docs/redis.md): read only when some live or dead event is scheduled.
+local ats = nil
+if redis.call('EXISTS', B .. 'v3:at') == 1 then ats = mget_all('ZMSCORE', B .. 'v3:at', picked) end
 local set, cset = {}, {}
 for i, id in ipairs(picked) do
   local n = attempts[i]
@@ -252,6 +257,7 @@ for i, id in ipairs(picked) do
   out[#out + 1] = seqs[i] or '0'
   out[#out + 1] = n
   out[#out + 1] = c
+  out[#out + 1] = ats and tonumber(ats[i] or 0) or 0
 end
 bulk('HSET', B .. 'v3:own', set)
 bulk('HSET', crashes_key, cset)

@@ -75,6 +75,6 @@ for c = 0, nc - 1 do
   local r = guarded(claim, {B, ARGV[a + 1], tostring(max - got), ARGV[a + 3], ARGV[a + 4],
     ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]})
   out[#out + 1] = r
-  if not r.err and r[1] ~= -1 then got = got + (#r - 2) / 5 end
+  if not r.err and r[1] ~= -1 then got = got + (#r - 2) / 6 end
 end
 return out
