@@ -57,7 +57,11 @@ GroupMove seek_consumer_group(CheckpointStore& store, Source& log, const std::st
   } catch (const ConfigError& e) {
     // Text that is neither a keyword nor a time was taken for a position: say what `what` takes
     // before the log's own words about its positions.
-    if (target.kind != SeekTarget::Kind::position) throw;
+    // A well-formed position past the log's end is named as such by every source (wording
+    // pinned by SourceConformance.APositionPastTheEndOfTheLogIsRefusedNamingTheEnd): as is.
+    if (target.kind != SeekTarget::Kind::position ||
+        std::string_view(e.what()).find("' is past the end of ") != std::string_view::npos)
+      throw;
     throw ConfigError(std::string(what) + " '" + target.position +
                       "': expected beginning, end, a position of the group's log or an RFC 3339 "
                       "time (2026-11-26T09:00:00Z); as a position: " +

@@ -175,9 +175,15 @@ class FileSource final : public Source {
       // In the file at the path (when it names that one), a position is the start of a line.
       if (current && (!cp.id || current.id.same_file(*cp.id))) {
         auto st = fstat_or_throw(current.fd.get(), path_);
+        // Past the end the group would skip what is appended until the file gets that far
+        // (docs/consumers.md, "Moving and deleting a group"): named as the other sources do.
+        if (cp.offset > st.st_size)
+          throw ConfigError(
+              "file source: position '" + t.position + "' is past the end of '" + path_ +
+              "' (its end: " + std::to_string(whole_lines_end(current.fd.get(), st.st_size)) + "@" +
+              current.identity().text() + ", " + std::to_string(st.st_size) + " bytes)");
         char before = '\n';
-        if (cp.offset > st.st_size ||
-            (cp.offset > 0 && pread_full(current.fd.get(), &before, 1, cp.offset - 1) != 1) ||
+        if ((cp.offset > 0 && pread_full(current.fd.get(), &before, 1, cp.offset - 1) != 1) ||
             before != '\n')
           throw ConfigError("file source: position '" + t.position +
                             "' is not the start of a line of '" + path_ + "' (" +
@@ -217,6 +223,21 @@ class FileSource final : public Source {
   }
 
  private:
+  // The offset just after the last '\n' before `size` (0 when there is none): the end of the
+  // whole lines, as `--to end` resolves it.
+  std::int64_t whole_lines_end(int fd, std::int64_t size) {
+    char buf[4096];
+    for (std::int64_t to = size; to > 0;) {
+      std::int64_t from = std::max<std::int64_t>(to - static_cast<std::int64_t>(sizeof buf), 0);
+      ssize_t n = pread_full(fd, buf, static_cast<std::size_t>(to - from), from);
+      if (n <= 0) return 0;
+      for (ssize_t i = n; i > 0; --i)
+        if (buf[i - 1] == '\n') return from + i;
+      to = from;
+    }
+    return 0;
+  }
+
   void notice(const std::string& m, bool warning) {
     if (notice_) notice_("file log '" + path_ + "': " + m, warning);
   }

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -81,6 +82,28 @@ class SourceConformance : public ::testing::TestWithParam<SourceCase> {
     std::map<std::string, std::vector<std::string>> out;
     for (const auto& e : events) out[e.key].push_back(e.payload);
     return out;
+  }
+
+  // A position of `scheme`'s log 1000 messages (or bytes, or milliseconds) after `end`.
+  static std::string past(const std::string& scheme, const std::string& end) {
+    auto plus = [](const std::string& n) { return std::to_string(std::stoll(n) + 1000); };
+    if (scheme == "file") {  // OFFSET@IDENTITY
+      auto at = end.find('@');
+      return plus(end.substr(0, at)) + end.substr(at);
+    }
+    if (scheme == "redis-stream") return plus(end.substr(0, end.find('-'))) + "-0";  // MS-SEQ
+    if (scheme == "kafka") {                                                         // P:O,P:O
+      std::string out;
+      for (std::size_t from = 0; from < end.size();) {
+        auto comma = std::min(end.find(',', from), end.size());
+        auto colon = end.find(':', from);
+        out += (out.empty() ? "" : ",") + end.substr(from, colon + 1 - from) +
+               plus(end.substr(colon + 1, comma - colon - 1));
+        from = comma + 1;
+      }
+      return out;
+    }
+    return plus(end);  // nats: a stream sequence
   }
 
   SourceFixture fixture_;
@@ -180,6 +203,36 @@ TEST_P(SourceConformance, ANewSourceSeeksJustAfterAPositionAndReadsOnFromThere) 
   EXPECT_LT(SteadyClock::now() - t0, 30s) << "a read with nothing new waits about its wait";
   if (auto lag = third->lag(rest.back().position)) {
     EXPECT_EQ(*lag, 0);
+  }
+}
+
+// A position past the log's end would make a group skip everything written until the log gets
+// there, in silence: every source refuses it (ConfigError, exit 2 of `outpost consumers seek`)
+// naming the position and the end as `--to end` resolves it (docs/consumers.md, "Moving and
+// deleting a group"), and takes the end itself.
+TEST_P(SourceConformance, APositionPastTheEndOfTheLogIsRefusedNamingTheEnd) {
+  auto events = write();
+  auto source = open_source(fixture_.url);
+  source->seek("");
+  ASSERT_EQ(read(*source, events.size()).size(), events.size());
+  auto log = open_source(fixture_.url);
+  auto target = [](SeekTarget::Kind kind, const std::string& position) {
+    SeekTarget t;
+    t.kind = kind;
+    t.position = position;
+    return t;
+  };
+  const std::string end = log->position_for(target(SeekTarget::Kind::end, ""));
+  ASSERT_FALSE(end.empty());
+  EXPECT_EQ(log->position_for(target(SeekTarget::Kind::position, end)), end);
+  const std::string beyond = past(GetParam().scheme, end);
+  try {
+    auto to = log->position_for(target(SeekTarget::Kind::position, beyond));
+    ADD_FAILURE() << "position " << beyond << " past the end " << end << " was taken as " << to;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + beyond + "'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(end), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("past the end"), std::string::npos) << e.what();
   }
 }
 

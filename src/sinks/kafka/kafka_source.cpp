@@ -199,12 +199,12 @@ class KafkaSource final : public Source {
   // Offsets of every partition of the topic: the low watermarks (beginning), the high ones
   // (end), or the first offset whose timestamp is at or after a time (Kafka's ListOffsets, the
   // broker's or the producer's timestamp as the topic keeps them; the high watermark where none
-  // is that late).
+  // is that late). A position is checked against the high watermarks: one past a partition's
+  // end would skip what is written there until it gets that far (docs/consumers.md, "Moving and
+  // deleting a group").
   std::string position_for(const SeekTarget& t) override {
-    if (t.kind == SeekTarget::Kind::position) {
-      parse_offsets(t.position);  // ConfigError naming it
-      return t.position;
-    }
+    Offsets given;
+    if (t.kind == SeekTarget::Kind::position) given = parse_offsets(t.position);  // names it
     if (!meta_) meta_ = start(false);
     const int timeout = static_cast<int>(c_.timeout.count());
     rd_kafka_topic_t* topic = rd_kafka_topic_new(meta_.get(), c_.topic.c_str(), nullptr);
@@ -221,7 +221,7 @@ class KafkaSource final : public Source {
     rd_kafka_metadata_destroy(md);
     if (!ok || partitions.empty())
       throw Error(ErrorCode::not_found, "kafka", "topic '" + c_.topic + "' does not exist");
-    Offsets out;
+    Offsets out, ends;
     for (std::int32_t p : partitions) {
       std::int64_t low = 0, high = 0;
       if (auto e = rd_kafka_query_watermark_offsets(meta_.get(), c_.topic.c_str(), p, &low, &high,
@@ -229,6 +229,21 @@ class KafkaSource final : public Source {
         throw ConnectionError("kafka", "kafka source: watermarks of partition " +
                                            std::to_string(p) + ": " + rd_kafka_err2str(e));
       out[p] = t.kind == SeekTarget::Kind::beginning ? low : high;
+      ends[p] = high;
+    }
+    if (t.kind == SeekTarget::Kind::position) {
+      for (const auto& [p, off] : given) {
+        auto end = ends.find(p);
+        if (end == ends.end() || off > end->second)
+          throw ConfigError("kafka source: position '" + t.position +
+                            "' is past the end of topic '" + c_.topic + "': " +
+                            (end == ends.end()
+                                 ? "it has no partition " + std::to_string(p)
+                                 : "partition " + std::to_string(p) + " ends at offset " +
+                                       std::to_string(end->second)) +
+                            " (its end: " + format_offsets(ends) + ")");
+      }
+      return t.position;
     }
     if (t.kind == SeekTarget::Kind::time) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time.time_since_epoch());

@@ -132,10 +132,24 @@ class NatsSource final : public Source {
 
   // The server places a consumer created with a deliver policy (all, new, by start time) and
   // reports the sequence before its first message as delivered: the position a group reads on
-  // from. The consumer is deleted at once.
+  // from. The consumer is deleted at once. A position past the stream's last sequence is
+  // refused: the group would skip every message stored until then (docs/consumers.md, "Moving
+  // and deleting a group").
   std::string position_for(const SeekTarget& t) override {
     if (t.kind == SeekTarget::Kind::position) {
-      parse_sequence(t.position);  // ConfigError naming it
+      const std::uint64_t seq = parse_sequence(t.position);  // ConfigError naming it
+      if (!js_) connect();
+      jsStreamInfo* raw = nullptr;
+      jsErrCode jerr = static_cast<jsErrCode>(0);
+      natsStatus s = js_GetStreamInfo(&raw, js_.get(), c_.stream.c_str(), nullptr, &jerr);
+      check_stream_call(s, jerr, "stream info");
+      std::unique_ptr<jsStreamInfo, StreamInfoDeleter> si(raw);
+      const std::uint64_t last = si->State.LastSeq;
+      if (seq > last)
+        throw ConfigError("nats source: position '" + t.position + "' is past the end of stream '" +
+                              c_.stream + "' (its end: " + std::to_string(last) +
+                              ", its last sequence)",
+                          "nats");
       return t.position;
     }
     if (!js_) connect();

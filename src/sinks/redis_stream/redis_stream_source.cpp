@@ -12,7 +12,9 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "consume/sources.h"
 #include "outpost/error.h"
@@ -88,16 +90,32 @@ Message to_message(const redisReply* entry) {
   return m;
 }
 
-// MS-SEQ or MS, decimal, as XADD makes them.
+// MS-SEQ or MS, decimal, each part below 2^64, as XADD makes them (Redis refuses a larger
+// part in every command that reads the id).
 bool entry_id(const std::string& text) {
   auto digits = [](std::string_view d) {
-    return !d.empty() && d.size() <= 20 &&
-           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+    std::uint64_t n = 0;
+    return !d.empty() &&
+           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+           std::from_chars(d.data(), d.data() + d.size(), n).ec == std::errc{};
   };
   auto dash = text.find('-');
   if (dash == std::string::npos) return digits(text);
   return digits(std::string_view(text).substr(0, dash)) &&
          digits(std::string_view(text).substr(dash + 1));
+}
+
+// An entry id as (milliseconds, sequence), for comparing; a missing sequence is 0 (as XREAD
+// reads "MS"), a number beyond 64 bits the largest one.
+std::pair<std::uint64_t, std::uint64_t> entry_order(std::string_view text) {
+  auto number = [](std::string_view d) {
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), n);
+    return ec == std::errc::result_out_of_range ? UINT64_MAX : n;
+  };
+  auto dash = text.find('-');
+  if (dash == std::string_view::npos) return {number(text), 0};
+  return {number(text.substr(0, dash)), number(text.substr(dash + 1))};
 }
 
 class RedisStreamSource final : public Source {
@@ -151,13 +169,21 @@ class RedisStreamSource final : public Source {
   }
 
   // Entry ids: "0-0" is the beginning (XREAD reads after it); a time T is the entry just before
-  // the first one added at or after T (ids begin with their XADD's milliseconds).
+  // the first one added at or after T (ids begin with their XADD's milliseconds). A position
+  // past the last id the stream gave out is refused: the group would skip every entry added
+  // until then (docs/consumers.md, "Moving and deleting a group").
   std::string position_for(const SeekTarget& t) override {
     using K = SeekTarget::Kind;
     if (t.kind == K::position) {
       if (!entry_id(t.position))
         throw ConfigError("redis-stream source: position '" + t.position +
-                          "' is not a stream entry id (MS-SEQ, e.g. 1764000000000-0)");
+                          "' is not a stream entry id (MS-SEQ, each a number below 2^64, e.g. "
+                          "1764000000000-0)");
+      std::string end = last_generated_id();
+      if (entry_order(t.position) > entry_order(end))
+        throw ConfigError("redis-stream source: position '" + t.position +
+                          "' is past the end of stream '" + c_.stream + "' (its end: " + end +
+                          (end == "0-0" ? ", it holds no entries" : ", its last entry id") + ")");
       return t.position;
     }
     if (t.kind == K::beginning) return "0-0";
@@ -186,6 +212,17 @@ class RedisStreamSource final : public Source {
   }
 
  private:
+  // The id of the last entry ever added to the stream (XINFO STREAM's last-generated-id, which
+  // entries deleted since do not lower); "0-0" when there is no stream.
+  std::string last_generated_id() {
+    if (command({"EXISTS", c_.stream}, Duration(0))->integer == 0) return "0-0";
+    ReplyPtr info = command({"XINFO", "STREAM", c_.stream}, Duration(0));
+    for (std::size_t i = 0; info->type == REDIS_REPLY_ARRAY && i + 1 < info->elements; i += 2)
+      if (view(info->element[i]) == "last-generated-id") return str(info->element[i + 1]);
+    throw Error(ErrorCode::backend, "redis-stream",
+                c_.where + ": XINFO STREAM " + c_.stream + " gave no last-generated-id");
+  }
+
   // Runs one command, (re)connecting first; throws ConnectionError on a broken connection and
   // Error(backend) on an error reply. `extra` lengthens the socket timeout (blocking reads).
   ReplyPtr command(const std::vector<std::string>& args, Duration extra) {
