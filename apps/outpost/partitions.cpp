@@ -1,14 +1,18 @@
 // outpost partitions --store URL [--json]: who owns which partition of a PostgreSQL outbox
-// (docs/postgres.md, "Partitions and owners"; docs/cli.md, "partitions"): per partition its
-// owner, fence, lease left, how long the owner has held it, whether it is being handed over, and
-// its backlog; then the live members. Stores without partitions (SQLite, memory, Redis today)
-// are refused with exit 2 and a line saying so, before anything is opened.
+// (docs/postgres.md, "Partitions and owners") or of a Redis outbox opened with partitions=N
+// (docs/redis.md, "Partitions"; docs/cli.md, "partitions"): per partition its owner, fence, lease
+// left, how long the owner has held it, whether it is being handed over, and its backlog; then
+// the live members. Both print the same table and JSON shape. Stores without partitions (SQLite,
+// memory, a Redis URL without partitions=N) are refused with exit 2 and a line saying so, before
+// anything is opened.
 
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "outpost/error.h"
@@ -18,6 +22,9 @@
 #include "stores/postgres/pg_conn.h"
 #include "stores/postgres/schema.h"
 #endif
+#ifdef OUTPOST_SCHEMA_REDIS
+#include "stores/redis/redis_partitions_view.h"
+#endif
 
 namespace outpost::cli {
 namespace {
@@ -26,6 +33,85 @@ std::string scheme_of(const std::string& url) {
   auto colon = url.find(':');
   return colon == std::string::npos ? std::string() : url.substr(0, colon);
 }
+
+// One partition's row and one member's, as both stores print them (null: not known).
+struct Row {
+  std::string partition, owner, fence, lease_left, moved, backlog, leased;
+  bool handing_over = false;
+};
+struct Member {
+  std::string member, joined, expires, partitions;
+};
+
+nlohmann::json number_or_null(const std::string& v) {
+  return v.empty() ? nlohmann::json() : nlohmann::json(std::stoll(v));
+}
+
+void print(const std::string& outbox, const std::vector<Row>& rows,
+           const std::vector<Member>& members, bool json) {
+  if (json) {
+    nlohmann::json out;
+    out["outbox"] = outbox;
+    out["partitions"] = nlohmann::json::array();
+    for (const auto& r : rows)
+      out["partitions"].push_back(
+          {{"partition", std::stoi(r.partition)},
+           {"owner", r.owner.empty() ? nlohmann::json() : nlohmann::json(r.owner)},
+           {"fence", std::stoll(r.fence)},
+           {"lease_left_ms", number_or_null(r.lease_left)},
+           {"moved_ms_ago", number_or_null(r.moved)},
+           {"handing_over", r.handing_over},
+           {"backlog", std::stoll(r.backlog)},
+           {"leased", std::stoll(r.leased)}});
+    out["members"] = nlohmann::json::array();
+    for (const auto& m : members)
+      out["members"].push_back({{"member", m.member},
+                                {"joined_ms_ago", number_or_null(m.joined)},
+                                {"expires_in_ms", std::stoll(m.expires)},
+                                {"partitions", std::stoll(m.partitions)}});
+    std::cout << out.dump() << "\n";
+    return;
+  }
+  auto dash = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
+  std::cout << "outbox " << outbox << ": " << rows.size() << " partitions, " << members.size()
+            << " live member(s)\n";
+  std::cout << std::left << std::setw(10) << "PARTITION" << std::setw(26) << "OWNER" << std::setw(8)
+            << "FENCE" << std::setw(15) << "LEASE_LEFT_MS" << std::setw(15) << "MOVED_MS_AGO"
+            << std::setw(14) << "HANDING_OVER" << std::setw(9) << "BACKLOG"
+            << "LEASED\n";
+  for (const auto& r : rows)
+    std::cout << std::setw(10) << r.partition << std::setw(26) << dash(r.owner) << std::setw(8)
+              << r.fence << std::setw(15) << dash(r.lease_left) << std::setw(15) << dash(r.moved)
+              << std::setw(14) << (r.handing_over ? "yes" : "no") << std::setw(9) << r.backlog
+              << r.leased << "\n";
+  std::cout << "\n"
+            << std::setw(26) << "MEMBER" << std::setw(15) << "JOINED_MS_AGO" << std::setw(15)
+            << "EXPIRES_IN_MS"
+            << "PARTITIONS\n";
+  for (const auto& m : members)
+    std::cout << std::setw(26) << m.member << std::setw(15) << dash(m.joined) << std::setw(15)
+              << m.expires << m.partitions << "\n";
+}
+
+#ifdef OUTPOST_SCHEMA_REDIS
+int show_redis(const std::string& url, bool json) {
+  const auto v = redis_store::read_partitions_view(url);
+  auto text = [](const std::optional<std::int64_t>& n) {
+    return n ? std::to_string(*n) : std::string();
+  };
+  std::vector<Row> rows;
+  for (const auto& p : v.partitions)
+    rows.push_back({std::to_string(p.partition), p.owner, std::to_string(p.fence),
+                    text(p.lease_left_ms), text(p.moved_ms_ago), std::to_string(p.backlog),
+                    std::to_string(p.leased), p.handing_over});
+  std::vector<Member> members;
+  for (const auto& m : v.members)
+    members.push_back({m.member, text(m.joined_ms_ago), std::to_string(m.expires_in_ms),
+                       std::to_string(m.partitions)});
+  print(v.outbox, rows, members, json);
+  return kExitOk;
+}
+#endif
 
 #ifdef OUTPOST_SCHEMA_POSTGRES
 std::string value(const PGresult* r, int row, int col) {
@@ -68,57 +154,14 @@ int show(const std::string& url, bool json) {
       none, "partitions", pg::Results::text);
   const PGresult* p = parts.get();
   const PGresult* m = members.get();
-  if (json) {
-    nlohmann::json out;
-    out["outbox"] = n.schema + "." + n.table;
-    out["partitions"] = nlohmann::json::array();
-    for (int i = 0; i < PQntuples(p); ++i) {
-      nlohmann::json row;
-      row["partition"] = std::stoi(value(p, i, 0));
-      row["owner"] = value(p, i, 1).empty() ? nlohmann::json() : nlohmann::json(value(p, i, 1));
-      row["fence"] = std::stoll(value(p, i, 2));
-      auto left = value(p, i, 3);
-      row["lease_left_ms"] = left.empty() ? nlohmann::json() : nlohmann::json(std::stoll(left));
-      auto held = value(p, i, 4);
-      row["moved_ms_ago"] = held.empty() ? nlohmann::json() : nlohmann::json(std::stoll(held));
-      row["handing_over"] = value(p, i, 5) == "t";
-      row["backlog"] = std::stoll(value(p, i, 6));
-      row["leased"] = std::stoll(value(p, i, 7));
-      out["partitions"].push_back(row);
-    }
-    out["members"] = nlohmann::json::array();
-    for (int i = 0; i < PQntuples(m); ++i) {
-      out["members"].push_back({{"member", value(m, i, 0)},
-                                {"joined_ms_ago", std::stoll(value(m, i, 1))},
-                                {"expires_in_ms", std::stoll(value(m, i, 2))},
-                                {"partitions", std::stoll(value(m, i, 3))}});
-    }
-    std::cout << out.dump() << "\n";
-    return kExitOk;
-  }
-  std::cout << "outbox " << n.schema << "." << n.table << ": " << PQntuples(p) << " partitions, "
-            << PQntuples(m) << " live member(s)\n";
-  std::cout << std::left << std::setw(10) << "PARTITION" << std::setw(22) << "OWNER" << std::setw(8)
-            << "FENCE" << std::setw(15) << "LEASE_LEFT_MS" << std::setw(15) << "MOVED_MS_AGO"
-            << std::setw(14) << "HANDING_OVER" << std::setw(9) << "BACKLOG"
-            << "LEASED\n";
-  for (int i = 0; i < PQntuples(p); ++i) {
-    auto owner = value(p, i, 1);
-    auto left = value(p, i, 3);
-    auto moved = value(p, i, 4);
-    std::cout << std::setw(10) << value(p, i, 0) << std::setw(22) << (owner.empty() ? "-" : owner)
-              << std::setw(8) << value(p, i, 2) << std::setw(15) << (left.empty() ? "-" : left)
-              << std::setw(15) << (moved.empty() ? "-" : moved) << std::setw(14)
-              << (value(p, i, 5) == "t" ? "yes" : "no") << std::setw(9) << value(p, i, 6)
-              << value(p, i, 7) << "\n";
-  }
-  std::cout << "\n"
-            << std::setw(22) << "MEMBER" << std::setw(15) << "JOINED_MS_AGO" << std::setw(15)
-            << "EXPIRES_IN_MS"
-            << "PARTITIONS\n";
+  std::vector<Row> rows;
+  for (int i = 0; i < PQntuples(p); ++i)
+    rows.push_back({value(p, i, 0), value(p, i, 1), value(p, i, 2), value(p, i, 3), value(p, i, 4),
+                    value(p, i, 6), value(p, i, 7), value(p, i, 5) == "t"});
+  std::vector<Member> ms;
   for (int i = 0; i < PQntuples(m); ++i)
-    std::cout << std::setw(22) << value(m, i, 0) << std::setw(15) << value(m, i, 1) << std::setw(15)
-              << value(m, i, 2) << value(m, i, 3) << "\n";
+    ms.push_back({value(m, i, 0), value(m, i, 1), value(m, i, 2), value(m, i, 3)});
+  print(n.schema + "." + n.table, rows, ms, json);
   return kExitOk;
 }
 #endif
@@ -126,21 +169,34 @@ int show(const std::string& url, bool json) {
 }  // namespace
 
 Runner add_partitions_command(CLI::App& root) {
-  auto* cmd = root.add_subcommand(
-      "partitions",
-      "Who owns which partition of a PostgreSQL outbox: owner, fence, lease, backlog, members");
+  auto* cmd =
+      root.add_subcommand("partitions",
+                          "Who owns which partition of a PostgreSQL outbox or a Redis "
+                          "outbox with partitions=N: owner, fence, lease, backlog, members");
   auto url = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("--store", *url, "PostgreSQL store URL (postgresql://...?table=T)")->required();
+  cmd->add_option("--store", *url,
+                  "Store URL (postgresql://...?table=T, redis://...?prefix=P&partitions=N)")
+      ->required();
   cmd->add_flag("--json", *json, "One JSON object instead of the tables");
   return [url, json]() -> int {
     const std::string scheme = scheme_of(*url);
+    if (scheme == "redis" || scheme == "redis-sentinel") {
+#ifdef OUTPOST_SCHEMA_REDIS
+      redis_store::check_partitions_url(*url);  // ConfigError (exit 2) before connecting
+      return show_redis(*url, *json);
+#else
+      throw ConfigError("this build has no Redis store");
+#endif
+    }
     if (scheme != "postgresql" && scheme != "postgres") {
-      if (scheme == "sqlite" || scheme == "memory" || scheme == "redis" || scheme == "rediss")
+      if (scheme == "sqlite" || scheme == "memory" || scheme == "rediss")
         throw ConfigError(scheme +
-                          " stores have no partitions (only PostgreSQL outboxes have them, "
-                          "docs/postgres.md \"Partitions and owners\")");
-      throw ConfigError("--store must be a postgresql:// URL, got '" + redact(*url) + "'");
+                          " stores have no partitions (PostgreSQL outboxes and Redis outboxes "
+                          "with partitions=N have them, docs/postgres.md \"Partitions and "
+                          "owners\", docs/redis.md \"Partitions\")");
+      throw ConfigError("--store must be a postgresql:// or redis:// URL, got '" + redact(*url) +
+                        "'");
     }
 #ifdef OUTPOST_SCHEMA_POSTGRES
     return show(*url, *json);

@@ -49,7 +49,7 @@
 //                      heartbeat, so a crashed holder's standby takes over after that, whatever
 //                      the event lease)
 //   B.."writer"        hash: owner (last holder's token), fence (incremented when the holder
-//                      changes)
+//                      changes), moved_at (ms: when that holder took it)
 //   B.."wake"          pub/sub channel published on emit and retry
 // An older layout's events live in B.."live" / B.."dead" (no "v3:"): while either exists the
 // scripts refuse (layout_error), so those events are neither misread nor left waiting unseen.

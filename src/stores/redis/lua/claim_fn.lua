@@ -22,7 +22,8 @@ if token ~= '' then
     fence = tonumber(w[2]) or 0
     if w[1] ~= token then
       fence = redis.call('HINCRBY', B .. 'writer', 'fence', 1)
-      redis.call('HSET', B .. 'writer', 'owner', token)
+      -- moved_at: since when the new holder has it (`outpost partitions`)
+      redis.call('HSET', B .. 'writer', 'owner', token, 'moved_at', now)
     end
     redis.call('SET', lock, token, 'PX', writer_ms)
   elseif cur == token then
