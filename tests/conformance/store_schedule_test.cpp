@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <iostream>
 #include <string_view>
 
 #include "outpost/error.h"
@@ -96,22 +95,12 @@ TEST_P(StoreSchedule, PastDeliverAtIsDueAtOnce) {
 // Event::deliver_at comes back out with the event (the event JSON's "deliver_at": sinks, `outpost
 // events list|show|dead|archive`, handlers): from list while it waits, from the claim, and
 // kept by a dead letter and by the archive. To the millisecond (Redis keeps milliseconds).
-//
-// Known gap in another owner's store (found 2026-11-27, issue 20 item 1; reported): the
-// PostgreSQL archive does not keep it. Checked again once deliver_at is there.
-bool known_gap(std::string_view backend, std::string_view where) {
-  return where == "the archive" && backend == "postgres";
-}
-
+// (Until 2026-11-27 a Redis claim returned none, and the Redis and PostgreSQL archives kept none.)
 void expect_deliver_at(std::string_view backend, const StoredEvent& e, TimePoint want,
                        const char* where) {
-  if (!e.deliver_at && known_gap(backend, where)) {
-    std::cerr << "[ known gap ] " << backend << ": no deliver_at from " << where << "\n";
-    return;
-  }
-  ASSERT_TRUE(e.deliver_at.has_value()) << "deliver_at lost in " << where;
+  ASSERT_TRUE(e.deliver_at.has_value()) << backend << ": deliver_at lost in " << where;
   EXPECT_LE(std::chrono::abs(*e.deliver_at - want), std::chrono::milliseconds(1))
-      << "deliver_at changed in " << where;
+      << backend << ": deliver_at changed in " << where;
 }
 
 TEST_P(StoreSchedule, DeliverAtComesBackOutOfListClaimAndDead) {

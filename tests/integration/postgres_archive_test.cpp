@@ -12,25 +12,19 @@
 
 #include "cli_process.h"
 #include "outpost/stores/postgres.h"
+#include "postgres_test.h"
 #include "store_cases.h"
+#include "stores/postgres/schema.h"
 
 namespace outpost {
 namespace {
 
 using nlohmann::json;
+using testing::pg_query_one;
 
 std::string shared_url() {
-  auto url = testing::env("OUTPOST_TEST_PG_URL");
-  return url ? *url : std::string();
+  return testing::shared_pg_url();
 }
-
-#define REQUIRE_PG()                                                                 \
-  do {                                                                               \
-    if (shared_url().empty()) {                                                      \
-      if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set"; \
-      GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";                                 \
-    }                                                                                \
-  } while (0)
 
 // Three events acked one at a time into the archive of a fresh outbox; returns their ids in the
 // order acked.
@@ -125,6 +119,89 @@ TEST(PostgresArchive, EventsArchiveAndShowReadIt) {
   r = testing::run_cli({"events", "--store", url, "show", never});
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_NE(r.err.find("nor archived"), std::string::npos) << r.err;
+}
+
+// Issue 20: until schema version 6 the archive kept no deliver_at (nor crashes), so `events
+// archive` and `events show` of a delivered scheduled event lost it. An archive made by version 5
+// is read as it is by a read-only open and gets both columns, rows kept, at the first writable
+// open; events archived from then on keep them.
+TEST(PostgresArchive, SchemaV5ArchiveGetsDeliverAtInPlace) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("archmig_");
+  const std::string url = shared_url() + "?table=" + table;
+  auto conn = testing::pg_connect(shared_url());
+  // What a version 5 build created: its migrations, its version row, and three archived rows
+  // in this day's archive partition.
+  const pg::Names n("public", table);
+  pg_query_one(conn.get(), "BEGIN; CREATE TABLE IF NOT EXISTS " + n.versions +
+                               " (tbl text PRIMARY KEY, version integer NOT NULL, updated_at "
+                               "timestamptz NOT NULL DEFAULT now());" +
+                               pg::migration_v1(n) + pg::migration_v2(n) + ";" +
+                               pg::migration_v3(n) + ";" + pg::migration_v4(n, 8) +
+                               pg::migration_v5(n) + "INSERT INTO " + n.versions +
+                               " (tbl, version) VALUES ('" + table + "', 5); COMMIT");
+  pg_query_one(conn.get(), "SELECT " + n.maintain + "(interval '0', 'day')");
+  pg_query_one(conn.get(), "INSERT INTO " + n.archive +
+                               " (seq, id, type, key, payload, occurred_at, headers, attempts, "
+                               "archived_at) SELECT g, gen_random_uuid(), 'old', 'k', '\\x7b7d', "
+                               "now(), '{}', 1, clock_timestamp() FROM generate_series(1, 3) g");
+  auto archive_has = [&](const char* column) {
+    return pg_query_one(conn.get(), "SELECT count(*) FROM pg_attribute WHERE attrelid = '" +
+                                        n.archive + "'::regclass AND attname = '" + column +
+                                        "' AND NOT attisdropped");
+  };
+  ASSERT_EQ(archive_has("deliver_at"), "0");
+  {
+    StoreOptions ro;
+    ro.open = StoreOptions::Open::read_only;
+    auto reader = open_postgres_store(url, ro);
+    auto old = reader->archived(10);
+    ASSERT_EQ(old.size(), 3u);
+    EXPECT_FALSE(old[0].deliver_at.has_value());
+  }
+  EXPECT_EQ(archive_has("deliver_at"), "0") << "a read-only open migrated";
+
+  StoreOptions o;
+  o.archive = true;
+  auto store = open_postgres_store(url, o);
+  EXPECT_EQ(pg_query_one(conn.get(),
+                         "SELECT version FROM " + n.versions + " WHERE tbl = '" + table + "'"),
+            std::to_string(pg::kSchemaVersion));
+  EXPECT_EQ(archive_has("deliver_at"), "1");
+  EXPECT_EQ(archive_has("crashes"), "1");
+  EXPECT_EQ(pg_query_one(conn.get(), "SELECT count(*) FROM " + n.archive + " WHERE type = 'old'"),
+            "3")
+      << "archived rows lost by the upgrade";
+
+  // Scheduled a moment ago: due at once, and its deliver_at goes with it into the archive.
+  Event e = Event::make("reminder.due", "{}", "j");
+  e.deliver_at = now() - std::chrono::seconds(1);
+  std::vector<Event> events{e};
+  store->append(events);
+  ClaimedBatch b = store->claim(10, std::chrono::seconds(30));
+  ASSERT_EQ(b.events.size(), 1u);
+  ASSERT_EQ(store->ack(b, std::span<const EventId>(&e.id, 1)), 1u);
+  auto all = store->archived(10);
+  ASSERT_EQ(all.size(), 4u);
+  ASSERT_EQ(all[0].id, e.id);
+  ASSERT_TRUE(all[0].deliver_at.has_value()) << "the archive lost deliver_at";
+  EXPECT_EQ(
+      std::chrono::duration_cast<std::chrono::milliseconds>(*all[0].deliver_at - *e.deliver_at)
+          .count(),
+      0);
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].type, "old");
+    EXPECT_FALSE(all[i].deliver_at.has_value());
+    EXPECT_EQ(all[i].crashes, 0);
+  }
+  // As the CLI shows it.
+  auto r = testing::run_cli({"events", "--store", url, "show", e.id.str()});
+  ASSERT_EQ(r.code, 0) << r.all();
+  auto shown = json::parse(r.out);
+  EXPECT_EQ(shown["state"], "archived") << r.out;
+  EXPECT_TRUE(shown.contains("deliver_at")) << r.out;
+  store.reset();
+  testing::pg_drop_outbox(conn.get(), table);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "private_postgres.h"
 #include "server_process.h"
 #include "store_cases.h"
+#include "stores/postgres/schema.h"
 
 namespace outpost {
 namespace {
@@ -149,7 +150,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   };
   open_postgres_store(url);
   EXPECT_EQ(reloptions(), "fillfactor=30");
-  EXPECT_EQ(version(), "5");
+  EXPECT_EQ(version(), std::to_string(pg::kSchemaVersion));
   // What a v1 build left behind.
   pg_query_one(conn.get(), "ALTER TABLE \"" + table + "\" SET (fillfactor = 60)");
   pg_query_one(conn.get(),
@@ -157,7 +158,7 @@ TEST(PostgresStore, SchemaV1OutboxIsUpgradedToV2OnOpen) {
   {
     auto store = open_postgres_store(url);
     EXPECT_EQ(reloptions(), "fillfactor=30");
-    EXPECT_EQ(version(), "5");
+    EXPECT_EQ(version(), std::to_string(pg::kSchemaVersion));
     std::vector<Event> events{Event::make("t", "{}", "k")};
     store->append(events);
     auto batch = store->claim(10, 5s);
@@ -186,7 +187,7 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
                         "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'");
   };
   open_postgres_store(url);
-  EXPECT_EQ(version(), "5");
+  EXPECT_EQ(version(), std::to_string(pg::kSchemaVersion));
   // What a v2 build left behind.
   pg_query_one(conn.get(),
                "ALTER TABLE " + t + " DROP CONSTRAINT \"" + table + "_claim_needs_v4\"");
@@ -221,7 +222,7 @@ TEST(PostgresStore, SchemaV2OutboxIsUpgradedToV3WithCrashesZero) {
   EXPECT_EQ(version(), "2");  // read-only migrated nothing
   {
     auto store = open_postgres_store(url);
-    EXPECT_EQ(version(), "5");
+    EXPECT_EQ(version(), std::to_string(pg::kSchemaVersion));
     auto listed = store->list(10);
     ASSERT_EQ(listed.size(), 1u);
     EXPECT_EQ(listed[0].crashes, 0);
@@ -286,7 +287,7 @@ TEST(PostgresStore, SchemaV3OutboxIsUpgradedToV4AndOldRelaysAreRefused) {
   auto store = open_postgres_store(url);
   EXPECT_EQ(pg_query_one(conn.get(),
                          "SELECT version FROM outpost_schema_version WHERE tbl = '" + table + "'"),
-            "5");
+            std::to_string(pg::kSchemaVersion));
   EXPECT_EQ(pg_query_one(conn.get(),
                          "SELECT count(*) FROM " + t +
                              " WHERE part IS DISTINCT FROM (hashtext(key) & 2147483647) % 64"),

@@ -4,7 +4,7 @@
 
 namespace outpost::pg {
 
-InspectSql::InspectSql(const Names& n, bool crashes, bool fence) {
+InspectSql::InspectSql(const Names& n, bool crashes, bool fence, bool archive_kept) {
   const std::string& t = n.outbox;
   // seq, id, type, key, attempts, last_error, due_at, lease_owner (only while the lease is
   // live), lease_until, crashes, fence (the partition's fence the row was claimed under).
@@ -27,10 +27,10 @@ InspectSql::InspectSql(const Names& n, bool crashes, bool fence) {
   leased = columns + "t.state = 1 AND t.lease_until > now() ORDER BY t.seq LIMIT $1::bigint";
   // Most recently archived first, as SQLite and Redis list theirs. The archive has no index on
   // archived_at: a read sorts the rows its retention keeps (an operator's read, not the hot path).
-  archived =
-      "SELECT seq, id, type, key, payload, occurred_at, headers, attempts, 0, NULL::timestamptz, "
-      "archived_at FROM " +
-      n.archive + " ORDER BY archived_at DESC, seq DESC LIMIT $1::bigint";
+  archived = "SELECT seq, id, type, key, payload, occurred_at, headers, attempts, " +
+             std::string(archive_kept ? "crashes, deliver_at" : "0, NULL::timestamptz") +
+             ", archived_at FROM " + n.archive +
+             " ORDER BY archived_at DESC, seq DESC LIMIT $1::bigint";
 }
 
 std::vector<EventState> read_states(const PGresult* r) {

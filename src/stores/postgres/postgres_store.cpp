@@ -114,15 +114,19 @@ class PostgresStore final : public Store {
                                 " (the count is fixed when the outbox is created; drop "
                                 "'partitions' from the URL)",
                             "postgres");
-      } else if (!pg::has_column(config_.endpoint, c.pg(), names_, "crashes")) {
-        sql_ = pg::Sql(names_, false, false);  // an older outbox, read as it is: crashes 0
-        inspect_ = pg::InspectSql(names_, false, false);
       } else {
-        // Versions 3 and 4: fences read as 0 before 4, no deliver_at before 5.
-        if (pg::partition_count(config_.endpoint, c.pg(), names_) == 0)
-          inspect_ = pg::InspectSql(names_, true, false);
-        if (!pg::has_column(config_.endpoint, c.pg(), names_, "deliver_at"))
-          sql_ = pg::Sql(names_, true, false);
+        // An older outbox, read as it is: crashes 0 before version 3, fences 0 before 4, no
+        // deliver_at before 5, the archive's crashes 0 and no deliver_at before 6.
+        auto has = [&](const std::string& table, const char* column) {
+          return pg::has_column(config_.endpoint, c.pg(), table, column);
+        };
+        const bool crashes = has(names_.outbox, "crashes");
+        const bool fence = crashes && pg::partition_count(config_.endpoint, c.pg(), names_) > 0;
+        const bool deliver_at = crashes && has(names_.outbox, "deliver_at");
+        const bool archive_kept = deliver_at && has(names_.archive, "deliver_at");
+        if (!crashes || !deliver_at) sql_ = pg::Sql(names_, crashes, deliver_at);
+        if (!fence || !archive_kept)
+          inspect_ = pg::InspectSql(names_, crashes, fence, archive_kept);
       }
     }
     if (options_.open != StoreOptions::Open::read_only) {

@@ -322,6 +322,17 @@ CREATE OR REPLACE TRIGGER ")" +
 )";
 }
 
+std::string migration_v6(const Names& n) {
+  // The archive keeps what a dead letter keeps (docs/postgres.md, "Archive and retention"): the
+  // crash counter and a scheduled event's deliver_at, so `outpost events archive` and `events
+  // show` of a delivered scheduled event still show them. Added to the partitioned parent, the
+  // columns reach every partition; nullable or with a constant default, no partition is
+  // rewritten. Rows archived before read crashes 0 and no deliver_at.
+  return "ALTER TABLE " + n.archive +
+         " ADD COLUMN IF NOT EXISTS crashes integer NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS "
+         "deliver_at timestamptz";
+}
+
 std::string schema_text(const Names& n, int partitions) {
   // Names are validated identifiers (no quotes), so they can be SQL literals here as in
   // migration_v1. Keep in step with migrate() below.
@@ -331,8 +342,9 @@ std::string schema_text(const Names& n, int partitions) {
          " (tbl text PRIMARY KEY, version integer NOT NULL, updated_at timestamptz NOT NULL "
          "DEFAULT now());\n" +
          migration_v1(n) + migration_v2(n) + ";\n" + migration_v3(n) + ";\n" +
-         migration_v4(n, partitions) + migration_v5(n) + "INSERT INTO " + n.versions +
-         " (tbl, version) VALUES ('" + n.table + "', " + std::to_string(kSchemaVersion) +
+         migration_v4(n, partitions) + migration_v5(n) + migration_v6(n) + ";\n" + "INSERT INTO " +
+         n.versions + " (tbl, version) VALUES ('" + n.table + "', " +
+         std::to_string(kSchemaVersion) +
          ") ON CONFLICT (tbl) DO UPDATE SET version = EXCLUDED.version, updated_at = now();\n"
          "COMMIT;\n";
 }
@@ -379,6 +391,7 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n, int partitions) {
     if (version < 3) exec_simple(ep, pg, migration_v3(n), "migrate to v3");
     if (version < 4) exec_simple(ep, pg, migration_v4(n, partitions), "migrate to v4");
     if (version < 5) exec_simple(ep, pg, migration_v5(n), "migrate to v5");
+    if (version < 6) exec_simple(ep, pg, migration_v6(n), "migrate to v6");
     if (version < kSchemaVersion) {
       Params u;
       u.text(n.table);
@@ -409,9 +422,9 @@ bool outbox_exists(const Endpoint& ep, PGconn* pg, const Names& n) {
   return PQntuples(r.get()) == 1 && PQgetvalue(r.get(), 0, 0)[0] != 0;  // binary bool
 }
 
-bool has_column(const Endpoint& ep, PGconn* pg, const Names& n, const char* column) {
+bool has_column(const Endpoint& ep, PGconn* pg, const std::string& table, const char* column) {
   Params t;
-  t.text(n.outbox);
+  t.text(table);
   t.text(column);
   auto r = exec_params(ep, pg,
                        "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND "

@@ -28,7 +28,7 @@ struct Names {
   Names(std::string schema, std::string table);
 };
 
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // Lease owners written by version 4 claims start with this; the outbox refuses a claim or renew
 // by any other (an older relay still running after the upgrade, docs/postgres.md "Upgrading").
@@ -42,6 +42,8 @@ std::string migration_v3(const Names& n);
 std::string migration_v4(const Names& n, int partitions);
 // Scheduled delivery: the deliver_at column and the insert trigger that holds such a row.
 std::string migration_v5(const Names& n);
+// The archive keeps crashes and deliver_at, as a dead letter does.
+std::string migration_v6(const Names& n);
 
 // Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
 // under an advisory lock: concurrent first opens (several relays starting at once) queue there
@@ -60,10 +62,10 @@ int partition_count(const Endpoint& ep, PGconn* conn, const Names& n);
 // Whether the outbox table exists (Open::existing / read_only must not create it).
 bool outbox_exists(const Endpoint& ep, PGconn* conn, const Names& n);
 
-// Whether the outbox table has `column` (crashes: version 3, deliver_at: version 5): an outbox
-// of an older version opened read-only is not migrated, and its reads return crashes 0 and no
-// deliver_at.
-bool has_column(const Endpoint& ep, PGconn* conn, const Names& n, const char* column);
+// Whether `table` (a quoted name from Names) has `column` (the outbox's crashes: version 3,
+// deliver_at: version 5; the archive's: version 6): an outbox of an older version opened
+// read-only is not migrated, and its reads return crashes 0 and no deliver_at.
+bool has_column(const Endpoint& ep, PGconn* conn, const std::string& table, const char* column);
 
 // Runs <table>_archive_maintain: creates this period's and the next period's archive partitions
 // and drops expired ones. Thread-safe.

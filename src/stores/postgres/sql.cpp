@@ -89,11 +89,11 @@ Sql::Sql(const Names& n, bool crashes, bool deliver_at) {
                 " t WHERE t.seq = ANY($2::bigint[]) AND t.lease_owner = $1 AND t.state = 1" +
                 fenced("t", "$3") +
                 " RETURNING t.seq, t.id, t.type, t.key, t.payload, t.occurred_at, t.headers, "
-                "t.attempts) "
+                "t.attempts, t.crashes, t.deliver_at) "
                 "INSERT INTO " +
                 n.archive +
-                " (seq, id, type, key, payload, occurred_at, headers, attempts, "
-                "archived_at) SELECT d.*, clock_timestamp() FROM d";
+                " (seq, id, type, key, payload, occurred_at, headers, attempts, crashes, "
+                "deliver_at, archived_at) SELECT d.*, clock_timestamp() FROM d";
   nack =
       "WITH n AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS n(seq, err, "
       "ms)), "
