@@ -552,7 +552,7 @@ class PartitionedStore final : public PartitionedReads {
   Script append_script_{"append", std::string(kPrologue) + kAppend, {}, {}};
   Script settle_many_script_{
       "settle_many",
-      std::string(kPrologue) + kAckFn + kNackFn + kReleaseFn + kClaimFn + kSettleMany,
+      std::string(kPrologue) + kAckFn + kNackFn + kReleaseFn + kSettleFn + kClaimFn + kSettleMany,
       {},
       {}};
   WakeListener wake_;  // after meta_: uses it

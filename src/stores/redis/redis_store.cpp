@@ -68,7 +68,7 @@ struct Scripts {
   Script nack{"nack", with_functions({kNackFn}, kNackBody), {}, {}};
   Script release{"release", with_functions({kReleaseFn}, kReleaseBody), {}, {}};
   Script settle{"settle_and_claim",
-                with_functions({kAckFn, kNackFn, kReleaseFn, kClaimFn}, kSettleBody),
+                with_functions({kAckFn, kNackFn, kReleaseFn, kSettleFn, kClaimFn}, kSettleBody),
                 {},
                 {}};
   Script renew{"renew", with_prologue(kRenew), {}, {}};

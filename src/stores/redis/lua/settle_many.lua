@@ -1,5 +1,5 @@
 -- The partitioned store's one script on a single master (prologue.lua, ack_fn.lua, nack_fn.lua,
--- release_fn.lua, claim_fn.lua, then this; redis_partitioned.cpp): settles the parts of a batch
+-- release_fn.lua, settle_fn.lua, claim_fn.lua, then this; redis_partitioned.cpp): settles the parts of a batch
 -- in their partitions, then claims from the given partitions in turn until `max` events are
 -- taken, so one round trip serves every partition a relay owns (docs/redis.md, Partitions). The
 -- functions read B, the key base, when they run: it is set to each partition's base in turn, and
@@ -41,31 +41,10 @@ local function guarded(fn, ...)
   if ok then return r end
   return redis.error_reply(type(r) == 'table' and (r.err or '?') or tostring(r))
 end
-local function settle(A)
-  local fence, owner = A[2], A[3]
-  local na, nk = tonumber(A[6]), tonumber(A[7])
-  local nn, nr = tonumber(A[8]), tonumber(A[9])
-  local k = 10
-  local counts = {0, 0, 0}
-  if na > 0 then counts[1] = ack(fence, owner, A[4] == '1', A[5], A, k, na, k + na, nk) end
-  k = k + na + nk
-  if nn > 0 then
-    local a = {B, fence, owner}
-    for j = k, k + nn * 3 - 1 do a[#a + 1] = A[j] end
-    counts[2] = nack(a)
-  end
-  k = k + nn * 3
-  if nr > 0 then
-    local a = {B, fence, owner}
-    for j = k, k + nr - 1 do a[#a + 1] = A[j] end
-    counts[3] = release(a)
-  end
-  return counts
-end
 local out = {}
 for s = 1, ns do
   B = parts[s][1]
-  out[#out + 1] = guarded(settle, parts[s])
+  out[#out + 1] = guarded(settle, parts[s], 10)
 end
 local got = 0
 for c = 0, nc - 1 do
