@@ -256,9 +256,7 @@ Runner add_consumers_command(CLI::App& root) {
   auto* dead = sub->add_subcommand(
       "dead", "A group's dead letters, oldest first, JSON lines (the shape of `events dead`)");
   dead->add_option("--group", a->group, "Consumer group")->required();
-  dead->add_option("--limit", a->limit, "At most N")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+  add_limit_option(dead, a->limit, "At most N");
   add_dead_letter_filter_options(dead, a->filter, true);
   dead->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
   auto* retry = sub->add_subcommand(

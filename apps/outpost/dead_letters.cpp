@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+#include <string>
+
 #include "cli.h"
 #include "core/duration.h"
 #include "outpost/json.h"
@@ -18,6 +21,33 @@ std::string json_text(const T& value) {
 }
 
 }  // namespace
+
+std::string whole_number_error(std::string_view text, std::size_t low, std::size_t high,
+                               std::size_t& out) {
+  std::size_t n = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, n);
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || ec != std::errc{} || ptr != end || n < low || n > high)
+    return "must be a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
+           ", got '" + std::string(text) + "'";
+  out = n;
+  return {};
+}
+
+void add_limit_option(CLI::App* sub, std::size_t& limit, const char* help) {
+  // A check on the text as given: it runs before the generic integer rule (main.cpp), whose
+  // words ("non-negative") would say that 0 is allowed.
+  sub->add_option("--limit", limit, help)
+      ->capture_default_str()
+      ->type_name("N")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            std::size_t n = 0;
+            return whole_number_error(text, 1, kMaxLimitFlag, n);
+          },
+          "1.." + std::to_string(kMaxLimitFlag), "limit"));
+}
 
 void add_dead_letter_filter_options(CLI::App* sub, DeadLetterFilterArgs& f, bool dead_letters) {
   sub->add_option("--type", f.type, "Only events of this type (exact)");

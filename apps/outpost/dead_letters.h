@@ -10,6 +10,7 @@
 // event_id and error (the names of earlier versions: the same as id and last_error). A message
 // that is not an outpost event has no type, payload or headers, but `raw`: the message as read.
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,18 @@ struct DeadLetterFilterArgs {
   std::optional<std::string> type, key, error, older_than;
   bool given() const { return type || key || error || older_than; }
 };
+
+// The one rule for how many entries a listing shows or skips (docs/cli.md, "Integer flags"):
+// `--limit` of `events list|dead|blocked|leased|archive` and `consumers dead` (1 to
+// kMaxLimitFlag), the dashboard's `limit=` and `offset=` (docs/dashboard.md): decimal digits
+// only, within [low, high]. There is no "0 = unlimited": 0 is refused like any number out of
+// range. Returns "" and sets `out` when `text` is such a number, else the reason naming the
+// range, "must be a whole number from 1 to 100000000, got '0'".
+std::string whole_number_error(std::string_view text, std::size_t low, std::size_t high,
+                               std::size_t& out);
+inline constexpr std::size_t kMaxLimitFlag = 100'000'000;
+// `--limit` on `sub` (default `limit` as it is), under that rule.
+void add_limit_option(CLI::App* sub, std::size_t& limit, const char* help);
 
 // --type --key --error --older-than on `sub`, bound to `f`. `dead_letters` false: the options of
 // a list of undelivered events (no last error; age from occurred_at).

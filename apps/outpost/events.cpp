@@ -289,32 +289,24 @@ Runner add_events_command(CLI::App& root) {
   auto* stats = sub->add_subcommand("stats", "Counts: pending, leased, dead, archived, oldest age");
   stats->add_flag("--json", a->json, "One JSON object instead of a table");
   auto* list = sub->add_subcommand("list", "Undelivered events (pending and leased), JSON lines");
-  list->add_option("--limit", a->list_limit, "At most N events")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+  add_limit_option(list, a->list_limit, "At most N events");
   add_dead_letter_filter_options(list, a->filter, false);
   list->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
   auto* dead = sub->add_subcommand("dead", "Dead letters, oldest first, JSON lines + last_error");
-  dead->add_option("--limit", a->dead_limit, "At most N events")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+  add_limit_option(dead, a->dead_limit, "At most N events");
   add_dead_letter_filter_options(dead, a->filter, true);
   dead->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
   // Issue 20 item 6: the archive (stores opened with archive=1), newest first.
   auto* archive = sub->add_subcommand(
       "archive", "Archived (acked) events, most recently archived first, JSON lines + archived_at");
-  archive->add_option("--limit", a->archive_limit, "At most N events")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+  add_limit_option(archive, a->archive_limit, "At most N events");
   auto* blocked = sub->add_subcommand(
       "blocked",
       "Keys whose head event failed (reason \"failing\") or comes after a dead letter of its key "
       "(reason \"dead\": held under --on-dead hold), JSON lines");
   auto* leased = sub->add_subcommand("leased", "Events under a live lease, JSON lines");
   for (auto* inspect : {blocked, leased})
-    inspect->add_option("--limit", a->inspect_limit, "At most N events")
-        ->capture_default_str()
-        ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+    add_limit_option(inspect, a->inspect_limit, "At most N events");
   auto* show = sub->add_subcommand(
       "show",
       "One event in any state (pending, leased, dead, archived) as JSON; exit 1 if not found");

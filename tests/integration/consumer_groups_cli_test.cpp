@@ -87,6 +87,11 @@ TEST(ConsumerGroupsCli, BadInputIsExit2BeforeAnythingIsOpened) {
       {{"consumers", "--checkpoint", "sqlite:" + (dir / "cp.db") + "?bad=1", "delete", "--group",
         "g"},
        "bad"},
+      // --limit as every listing takes it (docs/cli.md, "Integer flags").
+      {{"consumers", "--checkpoint", cp, "dead", "--group", "g", "--limit", "0"},
+       "--limit: must be a whole number from 1 to 100000000, got '0'"},
+      {{"consumers", "--checkpoint", cp, "dead", "--group", "g", "--limit", "-1"},
+       "--limit: must be a whole number from 1 to 100000000, got '-1'"},
   };
   for (const auto& c : cases) {
     auto r = run_cli(c.args);

@@ -554,6 +554,18 @@ TEST(EventsCliUsage, BadInputIsExit2BeforeTheStoreIsOpened) {
       {{"retry", "--type", "t", "--older-than", "1w"}, "unknown unit 'w'"},
       {{"retry", "not-an-id"}, "'not-an-id' is not an event id"},
       {{"show", "not-an-id"}, "'not-an-id' is not an event id"},
+      // One rule for --limit, in the message as in docs/cli.md: 1 to 100000000, 0 included in
+      // what is refused (the words "non-negative" said 0 was allowed).
+      {{"list", "--limit", "0"}, "--limit: must be a whole number from 1 to 100000000, got '0'"},
+      {{"list", "--limit", "-1"}, "--limit: must be a whole number from 1 to 100000000, got '-1'"},
+      {{"dead", "--limit", "-0"}, "--limit: must be a whole number from 1 to 100000000, got '-0'"},
+      {{"archive", "--limit", "0"}, "--limit: must be a whole number from 1 to 100000000, got '0'"},
+      {{"blocked", "--limit", "0x10"},
+       "--limit: must be a whole number from 1 to 100000000, got '0x10'"},
+      {{"leased", "--limit", "100000001"},
+       "--limit: must be a whole number from 1 to 100000000, got '100000001'"},
+      {{"archive", "--limit", "99999999999999999999999"},
+       "--limit: must be a whole number from 1 to 100000000, got '99999999999999999999999'"},
   };
   for (const auto& [args, named] : cases) {
     std::vector<std::string> argv{"events", "--store", store};
