@@ -98,19 +98,17 @@ bool parse_filter(httplib::Response& res, Get get, DeadLetterFilter& f) {
   }
 }
 
-// A non-negative whole number from the query (`fallback` when absent), within [low, high];
-// false with a 400 reply when malformed.
+// A whole number from the query (`fallback` when absent) within [low, high], under the rule of
+// the CLI's --limit (dead_letters.h, whole_number_error); false with a 400 naming the parameter
+// and its range otherwise: never clamped, so a page is what was asked for or an error.
 bool number_param(const httplib::Request& req, httplib::Response& res, const char* name,
                   std::size_t fallback, std::size_t low, std::size_t high, std::size_t& out) {
   out = fallback;
   if (!req.has_param(name)) return true;
-  const std::string text = req.get_param_value(name);
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
-      text.size() > 12) {
-    error(res, 400, std::string(name) + " must be a whole number");
+  if (auto why = whole_number_error(req.get_param_value(name), low, high, out); !why.empty()) {
+    error(res, 400, std::string(name) + " " + why);
     return false;
   }
-  out = std::clamp<std::size_t>(std::stoull(text), low, high);
   return true;
 }
 
@@ -172,21 +170,13 @@ json consumer_json(const ConsumerStatus& s) {
   return j;
 }
 
-// ?limit= within [1, kMaxInspect] (default 100); false with a 400 reply when malformed.
+// ?limit= within [1, kMaxInspect] (default 100); false with a 400 reply otherwise.
 bool inspect_limit(const httplib::Request& req, httplib::Response& res, std::size_t& limit) {
-  limit = 100;
-  if (!req.has_param("limit")) return true;
-  try {
-    limit = std::clamp<std::size_t>(std::stoul(req.get_param_value("limit")), 1, kMaxInspect);
-    return true;
-  } catch (const std::exception&) {
-    error(res, 400, "limit must be a number");
-    return false;
-  }
+  return number_param(req, res, "limit", 100, 1, kMaxInspect, limit);
 }
 
 // GET /api/blocked and /api/leases: the relay pipeline named by ?pipeline= (404 when there is
-// none) and ?limit= (400 when malformed), then `answer(pipeline, limit)`; a store error is a 502
+// none) and ?limit= (400 when not in range), then `answer(pipeline, limit)`; a store error is a 502
 // with its message.
 template <class Answer>
 void inspect(PipelineSource& source, const httplib::Request& req, httplib::Response& res,

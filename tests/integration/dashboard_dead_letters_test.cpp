@@ -419,6 +419,54 @@ TEST_F(DashboardApiTest, BlockedKeysAndLeasesAnswerForARelayPipelineOnly) {
   }
 }
 
+// limit= and offset= of every list route: out of range, negative or not a number is a 400 naming
+// the parameter and its range, in the words of the CLI's --limit (docs/cli.md, "Integer flags");
+// it was clamped in silence (limit=0 gave 1, limit=99999 gave 10000 or 1000, offset=-1 a 400
+// that did not say the range), and the routes worded their errors differently.
+TEST_F(DashboardApiTest, LimitAndOffsetOutOfRangeAreRefusedNamingTheRange) {
+  int port = start();
+  ASSERT_GT(port, 0) << read_file(log_);
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(10, 0);
+  ASSERT_TRUE(eventually([&] {
+    auto r = client.Get("/api/dead?pipeline=orders");
+    return r && r->status == 200 && json::parse(r->body).value("matching", -1) == 5;
+  })) << read_file(log_);
+  struct Case {
+    std::string route, param, value, range;
+  };
+  std::vector<Case> cases;
+  for (const char* route : {"/api/dead?pipeline=orders", "/api/consumer/dead?pipeline=parked"}) {
+    for (const char* v : {"0", "-1", "x", "", "10001", "1.5", "99999999999999999999"})
+      cases.push_back({route, "limit", v, "from 1 to 10000"});
+    for (const char* v : {"-1", "x", "10001", "+1"})
+      cases.push_back({route, "offset", v, "from 0 to 10000"});
+  }
+  for (const char* route : {"/api/blocked?pipeline=orders", "/api/leases?pipeline=orders"})
+    for (const char* v : {"0", "-1", "x", "1001", " 5"})
+      cases.push_back({route, "limit", v, "from 1 to 1000"});
+  for (const auto& c : cases) {
+    const std::string path =
+        c.route + "&" + c.param + "=" + httplib::detail::encode_query_param(c.value);
+    auto r = client.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 400) << path << ": " << r->body;
+    auto body = json::parse(r->body, nullptr, false);
+    EXPECT_EQ(body.value("error", ""),
+              c.param + " must be a whole number " + c.range + ", got '" + c.value + "'")
+        << path;
+  }
+  // The bounds themselves are taken.
+  for (const char* path :
+       {"/api/dead?pipeline=orders&limit=1&offset=0", "/api/dead?pipeline=orders&limit=10000",
+        "/api/dead?pipeline=orders&offset=10000", "/api/blocked?pipeline=orders&limit=1000",
+        "/api/leases?pipeline=orders&limit=1"}) {
+    auto r = client.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path << ": " << r->body;
+  }
+}
+
 // The consumers page's Move and Delete (issue 20 item 3; docs/dashboard.md): the admin token as
 // for every change, bad input named (400), a move the running consumer follows (it reads the
 // log again and, with reprocess, parks every message again), logged with the remote address; a
