@@ -1,6 +1,7 @@
 /*
  * Partition ownership of the PostgreSQL store (docs/postgres.md, "Partitions and owners";
- * docs/protocol-model.md maps each step to the code). Two partitions, one key each, two events
+ * docs/protocol-model.md maps each step to the code), and with REDIS of the partitioned Redis
+ * store (docs/redis.md, "Partitions"; below). Two partitions, one key each, two events
  * per key; R relays (store objects) that take, hand over and release partitions, claim one
  * event at a time from the partitions they own, deliver it to the sink (only before the
  * claim's delivery deadline, which passes before its row lease ends: docs/relay.md, "The lease
@@ -22,6 +23,25 @@
  * for live row leases). MOVECHECK asserts what that buys: a partition taken after its lease
  * expired holds no live row of the old fence, so the new owner delivers the killed or paused
  * relay's events at once (docs/relay.md, "Several relays: partitions").
+ *
+ * REDIS: each partition's owner is the holder of its writer lease ({prefix:pK}:lock, the fence
+ * in {prefix:pK}:writer). Two differences from PostgreSQL, modelled here:
+ *  - a write-back (ack, nack, release of events: ack_fn.lua, nack_fn.lua, release_fn.lua, also
+ *    inside settle_body.lua and settle_many.lua) checks only that the partition's fence is still
+ *    the claim's (prologue.lua fence_ok) and that the event is still leased to that claim, not
+ *    that the relay still holds the partition: a relay whose lease expired, or that gave the
+ *    partition up, still settles its batch as long as nobody took the partition since (a taker
+ *    raises the fence). The invariant asserted is that weaker one: no write after another relay
+ *    took the partition (fence unchanged, owner this relay or none).
+ *  - giving a partition up is the relay's compare-and-delete of its own live lease (unlock.lua;
+ *    an expired lease is not deleted, it is simply movable), also while a batch of it is still
+ *    open once that batch's lease ended by the relay's clock, so its ack may come after the
+ *    give-up (modelled: delivery and ack are separate steps), and the writer lease is never longer
+ *    than the event lease (docs/redis.md, "Single writer, fencing"), so row leases may outlive the
+ *    partition's: CAP does not hold, and a new owner's claim waits for them (only expired event
+ *    leases are taken back: claim_fn.lua).
+ * What REDIS verifies is what the same invariants need of that weaker check: per-key order at
+ * the sink and in the store, no loss, one owner per partition, no write under a moved fence.
  *
  * Broken variants: NOFENCE (a move does not raise the fence and writes are not checked against
  * it), EARLYMOVE (a partition is taken while its owner holds a live lease), STALETAKE (the new
@@ -74,8 +94,25 @@ byte handovers = 0;             /* bounds the search: each hand-over is a move *
      :: else -> skip fi
 #ifdef NOFENCE
 #define FENCED(r, e) true
+#elif defined(REDIS)
+#define FENCED(r, e) (fence[(e) / E] == efence[e])
 #else
 #define FENCED(r, e) (owner[(e) / E] == r && fence[(e) / E] == efence[e])
+#endif
+/* A write-back that took effect was not stale (asserted after each). */
+#ifdef REDIS
+#define NOT_STALE(r, e) (fence[(e) / E] == efence[e] && (owner[(e) / E] == r || owner[(e) / E] == NONE))
+#else
+#define NOT_STALE(r, e) (owner[(e) / E] == r && fence[(e) / E] == efence[e])
+#endif
+/* Giving a partition up: PostgreSQL's release step once no claim of its relay is in it; Redis's
+   compare-and-delete of a live lease once the relay's batches in it settled or their lease
+   ended by its clock (redis_partitioned.cpp, beat: open_until), here once the claim's delivery
+   deadline passed (sooner: a superset of what the code allows). */
+#ifdef REDIS
+#define RELEASABLE(r, p) (owner[p] == r && plive[p] && !(busy && ce / E == p && dl))
+#else
+#define RELEASABLE(r, p) (owner[p] == r && !(busy && ce / E == p))
 #endif
 #ifdef EARLYMOVE
 #define MOVABLE(r, p) (owner[p] != r)
@@ -111,7 +148,7 @@ inline take(r, p) {
 /* Release a partition marked for hand-over once none of this relay's claims is in it. */
 inline release_part(r, p) {
   atomic {
-    owner[p] == r && releasing[p] && !(busy && ce / E == p) ->
+    RELEASABLE(r, p) && releasing[p] ->
     owner[p] = NONE;
     plive[p] = false;
     releasing[p] = false
@@ -137,6 +174,7 @@ proctype relay(byte r) {
   bool busy = false;
   byte ce = 0;      /* the event in flight */
   bool dl = false;  /* its delivery deadline (relay clock) has not passed */
+  bool sent = false;  /* REDIS: delivered, not acked yet */
 end_loop:
   do
   :: ALLACKED -> break
@@ -182,6 +220,30 @@ end_loop:
   :: release_part(r, 1)
   :: claim(r, 0)
   :: claim(r, 1)
+#ifdef REDIS
+  :: atomic {
+       /* deliver to the sink (never past the claim's delivery deadline); the ack comes later,
+          maybe after the deadline, after the partition was given up or taken */
+       busy && dl && !sent ->
+       assert(ce % E == 0 || sunk[ce - 1]);      /* key order at the sink: earlier one first */
+       assert(ce % E == E - 1 || !sunk[ce + 1]); /* and never after a later one */
+       sunk[ce] = true;
+       sent = true
+     }
+  :: atomic {
+       /* ack: only while the event is leased to this claim and under the claim's fence */
+       busy && sent ->
+       if
+       :: est[ce] == 1 && eowner[ce] == r && FENCED(r, ce) ->
+          assert(NOT_STALE(r, ce));  /* no stale-fence write */
+          assert(ce % E == 0 || est[ce - 1] == 2);                    /* per-key order */
+          est[ce] = 2
+       :: else -> GIVEUP  /* refused: nothing changes */
+       fi;
+       busy = false;
+       sent = false
+     }
+#else
   :: atomic {
        /* deliver to the sink (never past the claim's delivery deadline), then ack: only
           under the row's lease and the partition's fence */
@@ -191,19 +253,20 @@ end_loop:
        sunk[ce] = true;
        if
        :: est[ce] == 1 && eowner[ce] == r && FENCED(r, ce) ->
-          assert(owner[ce / E] == r && fence[ce / E] == efence[ce]);  /* no stale-fence write */
+          assert(NOT_STALE(r, ce));  /* no stale-fence write */
           assert(ce % E == 0 || est[ce - 1] == 2);                    /* per-key order */
           est[ce] = 2
        :: else -> GIVEUP  /* refused: nothing changes */
        fi;
        busy = false
      }
+#endif
   :: atomic {
        /* release the event (stopping, or the renew found the lease lost) */
-       busy ->
+       busy && !sent ->
        if
        :: est[ce] == 1 && eowner[ce] == r && FENCED(r, ce) ->
-          assert(owner[ce / E] == r && fence[ce / E] == efence[ce]);  /* no stale-fence write */
+          assert(NOT_STALE(r, ce));  /* no stale-fence write */
           est[ce] = 0
        :: else -> GIVEUP
        fi;
