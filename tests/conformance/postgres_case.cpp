@@ -2,8 +2,10 @@
 // the database of OUTPOST_TEST_PG_URL, dropped again by cleanup; transactional appends go through
 // a raw libpq connection inside BEGIN ... COMMIT/ROLLBACK.
 
+#include <gtest/gtest.h>
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 
@@ -57,8 +59,13 @@ const bool registered = outpost::testing::register_store_case({
           f.open_again = [url, options] {
             return std::shared_ptr<outpost::Store>(outpost::open_postgres_store(url, options));
           };
-          auto store = f.store;
-          f.append_in_tx = [store, base](std::span<const outpost::Event> events, bool commit) {
+          // Weak: the fixture's reference must be the only one, so that TearDown's reset
+          // destroys the store (its heartbeat thread stops and leaves) before cleanup drops
+          // the tables. A heartbeat still running there deadlocked with the DROP.
+          std::weak_ptr<outpost::Store> weak = f.store;
+          f.append_in_tx = [weak, base](std::span<const outpost::Event> events, bool commit) {
+            auto store = weak.lock();
+            if (!store) throw std::logic_error("append_in_tx after the store was reset");
             auto conn = raw_connect(base);
             exec(conn.get(), "BEGIN");
             store->append(events, outpost::TxHandle::postgres(conn.get()));
@@ -78,5 +85,24 @@ const bool registered = outpost::testing::register_store_case({
           return f;
         },
 });
+
+// StoreCaseTest::TearDown resets the fixture's store, then runs cleanup: that destroys the store
+// first only when nothing else holds it. Until 2026-11-27 append_in_tx held it, and its partition
+// heartbeat, still running during the DROP in cleanup, deadlocked with it now and then
+// (StoreConformance.*/postgres failing in TearDown with "deadlock detected").
+TEST(PostgresCase, TheFixtureHoldsTheOnlyReferenceToItsStore) {
+  if (!env("OUTPOST_TEST_PG_URL")) {
+    if (outpost::testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_PG_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_PG_URL not set";
+  }
+  const auto& cases = outpost::testing::store_cases();
+  auto it =
+      std::find_if(cases.begin(), cases.end(), [](const auto& c) { return c.name == "postgres"; });
+  ASSERT_NE(it, cases.end());
+  auto f = it->make({});
+  EXPECT_EQ(f.store.use_count(), 1);
+  f.store.reset();
+  f.cleanup();
+}
 
 }  // namespace
