@@ -977,6 +977,38 @@ TEST_P(StoreConformance, ArchiveKeepsAckedEventsOutOfPending) {
   EXPECT_TRUE(f.store->claim(10, 5s).empty());
 }
 
+// Every store opened with `archive` reads its archive back (Store::archived, `outpost events
+// archive`): acked events, most recently archived first, each with its archive time; `limit`
+// bounds it. (Until 2026-11-27 the memory store archived but could not read it, and its URL took
+// no `archive` parameter.)
+TEST_P(StoreConformance, ArchivedReadsAckedEventsBackMostRecentlyArchivedFirst) {
+  StoreOptions options;
+  options.archive = true;
+  auto& f = make(options);
+  const TimePoint before = now() - std::chrono::minutes(10);
+  std::vector<Event> first{make_event("t", "k1")}, second{make_event("t", "k2")};
+  for (auto* events : {&first, &second}) {
+    f.store->append(*events);
+    auto batch = f.store->claim(10, 5s);
+    ASSERT_EQ(batch.events.size(), 1u);
+    EXPECT_EQ(f.store->ack(batch, ids_of(batch.events)), 1u);
+    std::this_thread::sleep_for(20ms);  // the store's clock moves on between the two acks
+  }
+  auto archived = f.store->archived(10);
+  ASSERT_EQ(archived.size(), 2u);
+  EXPECT_EQ(archived[0].id, second[0].id) << "most recently archived first";
+  EXPECT_EQ(archived[1].id, first[0].id);
+  EXPECT_EQ(archived[0].key, "k2");
+  EXPECT_EQ(archived[0].payload, second[0].payload);
+  for (const auto& a : archived) {
+    EXPECT_GT(a.archived_at, before);
+    EXPECT_LT(a.archived_at, now() + std::chrono::minutes(10));
+  }
+  EXPECT_GE(archived[0].archived_at, archived[1].archived_at);
+  ASSERT_EQ(f.store->archived(1).size(), 1u);
+  EXPECT_EQ(f.store->archived(1)[0].id, second[0].id);
+}
+
 // --- wake-ups ------------------------------------------------------------------------------------
 
 TEST_P(StoreConformance, WaitForWorkWakesOnAppendFromAnotherStoreObject) {

@@ -11,7 +11,8 @@
 namespace outpost {
 
 std::unique_ptr<Store> make_memory_store(const StoreOptions& options = {});
-// "memory:" (no parameters).
+// "memory:", with the archive and retention parameters every store takes: `archive=1`,
+// `archive_retention=D`, `dead_retention=D` (docs/configuration.md, "Store URLs").
 std::unique_ptr<Store> open_memory_store(std::string_view url, const StoreOptions& options = {});
 
 }  // namespace outpost

@@ -239,6 +239,20 @@ class MemoryStore final : public Store {
     return out;
   }
 
+  // The archive (StoreOptions::archive, URL `archive=1`), most recently archived first, as the
+  // other stores read theirs (docs/cli.md, "events archive"); empty when archiving is off.
+  std::vector<ArchivedEvent> archived(std::size_t limit) override {
+    std::lock_guard lock(mu_);
+    prune_archive();
+    std::vector<ArchivedEvent> out;
+    for (auto it = archive_.rbegin(); it != archive_.rend() && out.size() < limit; ++it) {
+      ArchivedEvent& a = out.emplace_back();
+      static_cast<StoredEvent&>(a) = it->first;
+      a.archived_at = it->second;
+    }
+    return out;
+  }
+
   std::vector<DeadEvent> dead(std::size_t limit) override {
     std::lock_guard lock(mu_);
     std::vector<DeadEvent> out;
@@ -449,6 +463,9 @@ std::unique_ptr<Store> open_memory_store(std::string_view url, const StoreOption
   if (!u.path().empty() || u.hierarchical())
     throw ConfigError("bad URL '" + u.redacted() + "': memory: takes no path");
   StoreOptions o = options;
+  // The archive parameters of every store (docs/configuration.md, "Store URLs"), so one URL
+  // means the same on memory as on SQLite, PostgreSQL and Redis.
+  if (auto archive = u.bool_param("archive")) o.archive = *archive;
   core::apply_retention_params(u, o);  // archive_retention=, dead_retention=
   u.reject_unknown();
   return make_memory_store(o);
