@@ -5,7 +5,9 @@
 #include <chrono>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "bounded_read.h"
 #include "cli.h"
 #include "http_server.h"
 
@@ -39,7 +41,24 @@ Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_do
     failing.push_back({{"pipeline", pipeline}, {"check", check}, {"error", redact(error)}});
   };
   if (shutting_down) fail("", "shutting_down", "the daemon is draining and will exit");
+  // Every store is read at once, each within kReadBudget (bounded_read.h): a store that hangs
+  // fails its pipeline's store_connected, and the probe still answers in time.
+  const auto deadline = std::chrono::steady_clock::now() + kReadBudget;
+  std::vector<std::optional<BoundedReads<StoreStats>::Pending>> store_reads_of;
+  std::vector<std::optional<BoundedReads<ConsumerStatus>::Pending>> consumer_reads_of;
   for (const auto& p : pipelines) {
+    store_reads_of.emplace_back();
+    consumer_reads_of.emplace_back();
+    if (!p.started || !p.running) continue;
+    if (OutboxAdmin* store = p.store)
+      store_reads_of.back() =
+          store_reads().start(read_key(p, store), p.keepalive, [store] { return store->stats(); });
+    if (const ConsumerProbe* probe = p.consumer)
+      consumer_reads_of.back() = consumer_reads().start(read_key(p, probe), p.keepalive,
+                                                        [probe] { return probe->status(); });
+  }
+  for (std::size_t i = 0; i < pipelines.size(); ++i) {
+    const auto& p = pipelines[i];
     if (!p.started) {
       fail(p.name, "started", p.failure);
       continue;
@@ -48,15 +67,12 @@ Readiness readiness(const std::vector<PipelineView>& pipelines, bool shutting_do
       if (!p.failure.empty()) fail(p.name, "loop_alive", p.failure);
       continue;  // a pipeline that finished (until_empty) is not a failure
     }
-    if (p.store) {
-      try {
-        (void)p.store->stats();
-      } catch (const std::exception& e) {
-        fail(p.name, "store_connected", e.what());
-      }
+    if (store_reads_of[i]) {
+      auto r = store_reads().finish(*store_reads_of[i], deadline);
+      if (!r.fresh || !r.value) fail(p.name, "store_connected", r.error);
     }
-    if (p.consumer) {
-      auto s = p.consumer->status();
+    if (consumer_reads_of[i]) {
+      auto s = bounded_status(consumer_reads().finish(*consumer_reads_of[i], deadline));
       if (!s.store_error.empty()) fail(p.name, "store_connected", s.store_error);
       if (!s.source_error.empty()) fail(p.name, "source_connected", s.source_error);
     }

@@ -144,7 +144,37 @@ void HttpServer::get(const std::string& path, Handler handler) {
 }
 
 void HttpServer::post(const std::string& path, Handler handler) {
-  impl_->server.Post(path, std::move(handler));
+  // The body is read here, not by cpp-httplib, which holds only a Content-Length body to the
+  // limit: a chunked one was read whole, whatever its size (docs/operations.md, "Bodies").
+  impl_->server.Post(
+      path, [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
+                                           const httplib::ContentReader& reader) {
+        std::string body;
+        bool too_large = false;
+        bool read = reader([&](const char* data, std::size_t size) {
+          if (body.size() + size > kMaxBody) {
+            too_large = true;
+            return false;
+          }
+          body.append(data, size);
+          return true;
+        });
+        if (too_large || (!read && res.status == 413)) {
+          res.status = 413;
+          res.set_header("Connection", "close");
+          res.set_content("{\"error\":\"the body is over 1 MiB\"}", "application/json");
+          return;
+        }
+        if (!read) {
+          res.status = 400;
+          res.set_header("Connection", "close");
+          res.set_content("{\"error\":\"the body could not be read\"}", "application/json");
+          return;
+        }
+        httplib::Request with_body = req;
+        with_body.body = std::move(body);
+        handler(with_body, res);
+      });
 }
 
 void HttpServer::guard(const std::string& name, Guard guard) {

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <optional>
 
+#include "bounded_read.h"
 #include "cli.h"
 #include "http_server.h"
 
@@ -80,20 +81,30 @@ class Text {
   std::string out_;
 };
 
-std::vector<Scrape> scrape(const std::vector<PipelineView>& pipelines) {
+// Every pipeline's store is read at once, each within kReadBudget (bounded_read.h): a store
+// that hangs is reported down (outpost_store_up 0) and holds up neither the scrape nor the
+// other pipelines.
+std::vector<Scrape> scrape(const std::vector<PipelineView>& pipelines,
+                           std::chrono::steady_clock::time_point deadline) {
   std::vector<Scrape> out;
+  std::vector<std::optional<BoundedReads<StoreStats>::Pending>> reads;
   for (const auto& p : pipelines) {
     if (p.consumer) continue;  // consumer_families()
     Scrape s{&p, p.store ? std::string(p.store->backend()) : "", {}, std::nullopt, {}};
     if (p.relay) s.counters = p.relay->counters();
-    if (p.store) {
-      try {
-        s.stats = p.store->stats();
-      } catch (const std::exception& e) {
-        s.store_error = redact(e.what());
-      }
-    }
+    reads.emplace_back();
+    if (OutboxAdmin* store = p.store)
+      reads.back() =
+          store_reads().start(read_key(p, store), p.keepalive, [store] { return store->stats(); });
     out.push_back(std::move(s));
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!reads[i]) continue;
+    auto r = store_reads().finish(*reads[i], deadline);
+    if (r.fresh && r.value)
+      out[i].stats = std::move(r.value);
+    else
+      out[i].store_error = redact(r.error);
   }
   return out;
 }
@@ -134,13 +145,20 @@ struct ConsumerScrape {
   std::string labels;
 };
 
-std::vector<ConsumerScrape> scrape_consumers(const std::vector<PipelineView>& pipelines) {
+std::vector<ConsumerScrape> scrape_consumers(const std::vector<PipelineView>& pipelines,
+                                             std::chrono::steady_clock::time_point deadline) {
   std::vector<ConsumerScrape> out;
+  std::vector<BoundedReads<ConsumerStatus>::Pending> reads;
   for (const auto& p : pipelines) {
     if (!p.consumer) continue;
-    ConsumerScrape c{&p, p.consumer->status(), {}};
-    c.labels = consumer_labels(p, c.status);
-    out.push_back(std::move(c));
+    const ConsumerProbe* probe = p.consumer;
+    reads.push_back(consumer_reads().start(read_key(p, probe), p.keepalive,
+                                           [probe] { return probe->status(); }));
+    out.push_back({&p, {}, {}});
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i].status = bounded_status(consumer_reads().finish(reads[i], deadline));
+    out[i].labels = consumer_labels(*out[i].view, out[i].status);
   }
   return out;
 }
@@ -185,8 +203,9 @@ void consumer_families(Text& t, const std::vector<ConsumerScrape>& cs) {
 }  // namespace
 
 std::string metrics_text(const std::vector<PipelineView>& pipelines) {
-  auto ss = scrape(pipelines);
-  auto cs = scrape_consumers(pipelines);
+  const auto deadline = std::chrono::steady_clock::now() + kReadBudget;
+  auto ss = scrape(pipelines, deadline);
+  auto cs = scrape_consumers(pipelines, deadline);
   Text t;
   add_counter(t, ss, "outpost_relay_batches_total", "Batches claimed.", &RelayCounters::batches);
   add_counter(t, ss, "outpost_relay_claimed_total", "Events claimed.", &RelayCounters::claimed);
