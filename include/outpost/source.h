@@ -40,8 +40,13 @@ class Source {
   virtual std::string url() const = 0;        // as opened, password redacted
   // Whether `stored_url` (the URL a group was bound to) names this log. The file source
   // compares canonical paths: `file:log.jsonl` from its directory and `file:DIR/./log.jsonl`
-  // are one log.
+  // are one log. The broker sources compare the log's identity (scheme, Redis db and stream,
+  // NATS stream and subject, Kafka topic), not where the servers are or how the source is tuned,
+  // so a group follows its log when the broker moves (docs/consumers.md, "Sources").
   virtual bool same_log(const std::string& stored_url) const { return stored_url == url(); }
+  // The consumer group reading, for what the source says (a checkpoint past the log's end names
+  // the group and the `outpost consumers seek` that gets out). Set before the first read.
+  virtual void set_group(const std::string& /*group*/) {}
   // Continue reading just after `position`.
   virtual void seek(const std::string& position) = 0;
   // Up to `max` messages in log order; waits up to `wait` when none is there yet. Throws on

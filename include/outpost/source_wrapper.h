@@ -29,6 +29,7 @@ class SourceWrapper : public Source {
   bool same_log(const std::string& stored_url) const override {
     return target_->same_log(stored_url);
   }
+  void set_group(const std::string& group) override { target_->set_group(group); }
   void seek(const std::string& position) override { target_->seek(position); }
   std::vector<Message> read(std::size_t max, Duration wait) override {
     return target_->read(max, wait);

@@ -23,6 +23,8 @@ const bool registered = outpost::testing::register_source_case({
               .sink = outpost::open_file_sink(url),
               .url = url,
               .cleanup = [dir] { std::filesystem::remove_all(dir); },
+              .same_log = {"file:" + dir + "/./log.jsonl", "file://" + dir + "/log.jsonl"},
+              .other_logs = {"file:" + dir + "/other.jsonl"},
           };
         },
 });

@@ -26,6 +26,13 @@ const bool registered = register_source_case({
               .sink = open_nats_sink(server + "/" + subject + "?stream=" + stream + "&create=1"),
               .url = server + "/" + subject + "?stream=" + stream,
               .cleanup = [server, stream] { nats_delete_stream(server, stream); },
+              // Another server list, tuning and the sink's own parameters.
+              .same_log = {"nats://nats.example:4999," + server.substr(server.find("://") + 3) +
+                               "/" + subject + "?stream=" + stream,
+                           server + "/" + subject + "?stream=" + stream + "&timeout_ms=5000",
+                           server + "/" + subject + "?stream=" + stream + "&create=1"},
+              .other_logs = {server + "/" + subject + "?stream=" + stream + "X",
+                             server + "/" + subject + ".more?stream=" + stream},
           };
         },
 });

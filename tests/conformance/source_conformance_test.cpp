@@ -236,6 +236,115 @@ TEST_P(SourceConformance, APositionPastTheEndOfTheLogIsRefusedNamingTheEnd) {
   }
 }
 
+// Operator finding A3: a group is bound to its log, not to the URL's text. Another address of
+// the server (a moved broker, another bootstrap list), tuning parameters, the sink's own
+// parameters (one URL serves relay and consumer) and a password (stored redacted) name the same
+// log; another stream, topic, subject or database does not (docs/consumers.md, "Sources").
+TEST_P(SourceConformance, AGroupIsBoundToItsLogNotToTheTextOfItsURL) {
+  auto source = open_source(fixture_.url);
+  ASSERT_FALSE(fixture_.same_log.empty());
+  for (const auto& other : fixture_.same_log) {
+    auto spelled = open_source(other);
+    EXPECT_TRUE(source->same_log(spelled->url())) << fixture_.url << " vs " << other;
+    EXPECT_TRUE(spelled->same_log(source->url())) << other << " vs " << fixture_.url;
+    EXPECT_EQ(spelled->url().find("secret"), std::string::npos) << spelled->url();
+  }
+  for (const auto& other : fixture_.other_logs) {
+    auto elsewhere = open_source(other);
+    EXPECT_FALSE(source->same_log(elsewhere->url())) << fixture_.url << " vs " << other;
+    EXPECT_FALSE(elsewhere->same_log(source->url())) << other << " vs " << fixture_.url;
+  }
+  // A group bound by a consumer on one URL reads on with another spelling of its log (the last
+  // one a case lists: one this test can connect with).
+  auto events = write();
+  const std::string db = temp_dir() + "/" + unique_name("srcconf") + ".db";
+  auto store = open_checkpoint_store("sqlite:" + db);
+  ConsumerOptions o;
+  o.group = "bound";
+  o.poll = 100ms;
+  o.until_idle = 2s;
+  std::size_t handled = 0;
+  auto handler = [&](ConsumerBatch& b) { handled += b.messages().size(); };
+  {
+    Consumer first(*source, *store, o);
+    first.run(handler);
+  }
+  EXPECT_EQ(handled, events.size());
+  auto spelled = open_source(fixture_.same_log.back());
+  Consumer second(*spelled, *store, o);
+  EXPECT_NO_THROW(second.run(handler));
+  EXPECT_EQ(handled, events.size()) << "read again";
+  store.reset();
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+}
+
+// Operator finding A2: a log deleted and re-created restarts its positions (a NATS stream at
+// sequence 1, a Kafka topic at offset 0), so a group's checkpoint is past its end. Reading on
+// would skip what the new log holds up to the checkpoint, in silence: the broker sources stop
+// with an error (not retried) naming the group, the checkpoint, the log's end and the way out,
+// and lag() is not a number (docs/consumers.md, "A log deleted and re-created"). Not on the file
+// source (a checkpoint is bound to one file: see "Log rotation") nor on Redis Streams, whose
+// entry ids are the server's clock, so a re-created stream's entries come after the checkpoint
+// and are read.
+TEST_P(SourceConformance, ACheckpointPastTheEndOfTheLogIsAnErrorNamingTheGroupAndTheWayOut) {
+  const std::string scheme = GetParam().scheme;
+  if (scheme == "file" || scheme == "redis-stream")
+    GTEST_SKIP() << scheme << ": positions do not restart (see the comment above)";
+  auto events = write();
+  auto source = open_source(fixture_.url);
+  source->seek("");
+  auto msgs = read(*source, events.size());
+  ASSERT_EQ(msgs.size(), events.size());
+  const std::string end = msgs.back().position;
+  const std::string beyond = past(scheme, end);
+  // The numbers the position holds past the end: the sequence, each partition's offset.
+  std::vector<std::string> numbers;
+  for (std::size_t from = 0; from < beyond.size();) {
+    auto comma = std::min(beyond.find(',', from), beyond.size());
+    auto colon = beyond.find(':', from);
+    auto start = colon < comma ? colon + 1 : from;
+    numbers.push_back(beyond.substr(start, comma - start));
+    from = comma + 1;
+  }
+  auto names_one = [&](const std::string& what) {
+    return std::any_of(numbers.begin(), numbers.end(), [&](const std::string& n) {
+      return what.find(" " + n + " ") != std::string::npos ||
+             what.find(" " + n + ")") != std::string::npos;
+    });
+  };
+  auto stopped = open_source(fixture_.url);
+  stopped->set_group("grp1");
+  stopped->seek(beyond);
+  try {
+    auto got = read(*stopped, 1);
+    ADD_FAILURE() << "a checkpoint past the end (" << beyond << ", the end " << end
+                  << ") was read on from: " << got.size() << " message(s)";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_FALSE(e.retryable()) << what;
+    EXPECT_EQ(e.code(), ErrorCode::corrupt) << what;
+    EXPECT_NE(what.find("group 'grp1'"), std::string::npos) << what;
+    EXPECT_TRUE(names_one(what)) << beyond << ": " << what;
+    EXPECT_NE(what.find("past the end"), std::string::npos) << what;
+    EXPECT_NE(what.find("outpost consumers seek --group grp1 --to beginning"), std::string::npos)
+        << what;
+  }
+  auto lister = open_source(fixture_.url);
+  try {
+    auto lag = lister->lag(beyond);
+    EXPECT_FALSE(lag && *lag == 0) << "lag 0 for a checkpoint past the end";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("past the end"), std::string::npos) << e.what();
+  }
+  // At the end itself the source reads on (nothing there) and lag is 0.
+  auto at_end = open_source(fixture_.url);
+  at_end->seek(end);
+  EXPECT_TRUE(at_end->read(10, 300ms).empty());
+  if (auto lag = at_end->lag(end)) {
+    EXPECT_EQ(*lag, 0);
+  }
+}
+
 TEST_P(SourceConformance, AConsumerHandlesEveryEventOnceAcrossACrashAndARestart) {
   auto events = write();
   const std::string db = temp_dir() + "/" + unique_name("srcconf") + ".db";

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -162,6 +163,13 @@ class ConsumerGroupsBroker : public ::testing::Test {
     EXPECT_EQ(consume().handled, all) << "a group deleted begins afresh";
   }
 
+  // `outpost consume` of the group from `from` until the log is idle for `idle_ms`.
+  CliResult consume_cli(const std::string& from, const std::string& idle_ms = "1500") {
+    return run_cli({"consume", "--from", from, "--group", "g", "--checkpoint", cp_, "--sink",
+                    "file:" + temp_dir() + "/" + brokers::unique_name("out") + ".jsonl",
+                    "--until-idle", idle_ms});
+  }
+
   std::string url_, cp_, t_, first_;
   std::vector<StoredEvent> a_, b_;
 };
@@ -234,6 +242,149 @@ TEST_F(ConsumerGroupsBroker, NatsJetStream) {
   if (HasFatalFailure()) return;
   seek_to_each_target_then_delete(true);
   brokers::nats_delete_stream(nats, stream);
+}
+
+// Operator finding A3: the group follows its log, not the text of the URL it was first read
+// with: tuning and the sink's parameters, `db=0` spelled out, `localhost` for 127.0.0.1 read on
+// (exit 0, nothing read again); another stream is still refused (exit 2).
+TEST_F(ConsumerGroupsBroker, RedisStreamsGroupFollowsItsLogUnderAnotherURL) {
+  const std::string redis = env_text("OUTPOST_TEST_REDIS_URL");
+  if (redis.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  auto ep = brokers::parse_redis_url(redis);
+  if (ep.db != 0) GTEST_SKIP() << "the URL spellings below are for db 0";
+  const std::string stream = brokers::unique_name("follow");
+  const std::string port = std::to_string(ep.port);
+  const std::string url = "redis-stream://127.0.0.1:" + port + "/" + stream;
+  auto sink = open_redis_stream_sink(url);
+  fill_and_consume(*sink, url);
+  if (HasFatalFailure()) return;
+  for (const std::string& from : {url + "?timeout_ms=5000", url + "?maxlen=100", url + "?db=0",
+                                  "redis-stream://localhost:" + port + "/" + stream}) {
+    auto r = consume_cli(from);
+    EXPECT_EQ(r.code, 0) << from << ": " << r.all();
+    EXPECT_EQ(r.err.find("another log"), std::string::npos) << r.err;
+  }
+  auto r = consume_cli(url + "x");
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find("consumer group 'g' reads"), std::string::npos) << r.err;
+  r = run_cli({"consumers", "--checkpoint", cp_, "seek", "--group", "g", "--to", "end", "--from",
+               "redis-stream://localhost:" + port + "/" + stream + "?timeout_ms=5000"});
+  EXPECT_EQ(r.code, 0) << r.all();
+  auto c = brokers::redis_connect(ep);
+  brokers::redis_command(c.get(), {"DEL", stream, stream + ":checkpoints"});
+}
+
+// Operator finding A2: a NATS stream deleted and re-created under a group restarts its sequences
+// at 1; the group's checkpoint (6) is past the new stream's end. The consumer stops with an error
+// naming the checkpoint, the end and `outpost consumers seek` (at its start, and while it reads),
+// `consumers list` says the lag is unknown and why (not 0); after `seek --to beginning` the new
+// stream is read. Before: the group skipped the new stream's messages up to sequence 6 in
+// silence, lag 0.
+TEST_F(ConsumerGroupsBroker, NatsStreamDeletedAndRecreatedIsAnErrorNotASilentSkip) {
+  const std::string nats = env_text("OUTPOST_TEST_NATS_URL");
+  if (nats.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_NATS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_NATS_URL not set";
+  }
+  const std::string stream = brokers::unique_name("RECREATED");
+  const std::string url = nats + "/" + stream + ".events?stream=" + stream + "&create=1";
+  fill_and_consume(*open_nats_sink(url), url);
+  if (HasFatalFailure()) return;
+  auto recreate = [&](int n, int from) {
+    brokers::nats_delete_stream(nats, stream);
+    auto again = open_nats_sink(url);  // create=1: the stream anew, sequences from 1
+    auto es = events(n, from);
+    for (auto& r : again->deliver(es)) EXPECT_TRUE(r.ok()) << r.error;
+    return es;
+  };
+  auto stopped_by_past_end = [&](const std::string& what) {
+    EXPECT_NE(what.find("(sequence 6) is past the end of stream '" + stream + "'"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("outpost consumers seek --group"), std::string::npos) << what;
+  };
+
+  // While the group reads: the stream goes away under it and comes back with 2 messages.
+  {
+    auto store = open_checkpoint_store(cp_);
+    auto source = open_source(url_);
+    ConsumerOptions o = options();
+    o.until_idle = 120s;  // the error ends the run, not the idle time
+    Consumer c(*source, *store, o);
+    std::vector<std::string> handled;
+    auto run = std::async(std::launch::async, [&] {
+      c.run([&](ConsumerBatch& b) {
+        for (const auto& m : b.messages()) handled.push_back(m.event.id.str());
+      });
+    });
+    std::this_thread::sleep_for(500ms);  // reading (any time works: it is only a later start)
+    recreate(2, 10);
+    ASSERT_EQ(run.wait_for(90s), std::future_status::ready) << "still reading in silence";
+    try {
+      run.get();
+      ADD_FAILURE() << "the run ended without an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::corrupt) << e.what();
+      stopped_by_past_end(e.what());
+    }
+    EXPECT_TRUE(handled.empty());
+  }
+
+  // At the start: the same, and exit 1 from `outpost consume`.
+  auto fresh = recreate(2, 20);
+  auto r = consume_cli(url_);
+  EXPECT_EQ(r.code, 1) << r.all();
+  stopped_by_past_end(r.err);
+  EXPECT_EQ(open_checkpoint_store(cp_)->group("g")->position, "6");
+
+  r = run_cli({"consumers", "--checkpoint", cp_, "list", "--json"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("\"lag\":-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("lag unknown"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("past the end of stream"), std::string::npos) << r.err;
+
+  r = seek("beginning");
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_EQ(consume().handled, ids_of(fresh));
+  brokers::nats_delete_stream(nats, stream);
+}
+
+// Operator finding A2 on Kafka: a topic deleted and re-created restarts its offsets at 0, so the
+// group's checkpoint is past a partition's end (the mock cluster cannot delete a topic: the
+// checkpoint is put there by hand, as a re-created topic leaves it). The consumer stops with an
+// error naming the offset and the end; `consumers list` says the lag is unknown.
+TEST_F(ConsumerGroupsBroker, KafkaCheckpointPastTheTopicsEndIsAnError) {
+  const std::string bootstrap = env_text("OUTPOST_TEST_KAFKA_BOOTSTRAP");
+  if (bootstrap.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+    GTEST_SKIP() << "OUTPOST_TEST_KAFKA_BOOTSTRAP not set";
+  }
+  const std::string base = "kafka://" + bootstrap + "/" + brokers::unique_name("recreated");
+  const std::string group = brokers::unique_name("g");
+  fill_and_consume(*open_kafka_sink(base), base + "?group=" + group + "&assign=manual");
+  if (HasFatalFailure()) return;
+  const std::string at = open_checkpoint_store(cp_)->group("g")->position;  // "P:6"
+  const std::string partition = at.substr(0, at.find(':'));
+  // The store's own seek (the CLI refuses a position past the end: it checks the log).
+  ASSERT_TRUE(open_checkpoint_store(cp_)->seek("g", partition + ":40"));
+  // With assign=manual (all partitions at once) and as a member of the Kafka group (assigned
+  // after the group's join: the error ends the run long before the idle time).
+  for (const std::string& from : {url_, base + "?group=" + group}) {
+    auto r = consume_cli(from, "30000");
+    EXPECT_EQ(r.code, 1) << from << ": " << r.all();
+    EXPECT_NE(r.err.find("(offset 40 of partition " + partition + ") is past the end of topic"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("ends at offset 6"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("`outpost consumers seek --group "), std::string::npos) << r.err;
+  }
+  auto r = run_cli({"consumers", "--checkpoint", cp_, "list", "--json"});
+  ASSERT_EQ(r.code, 0) << r.all();
+  EXPECT_NE(r.out.find("\"lag\":-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("past the end of topic"), std::string::npos) << r.err;
 }
 
 }  // namespace

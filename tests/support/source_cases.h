@@ -23,6 +23,12 @@ struct SourceFixture {
   std::shared_ptr<Sink> sink;  // writes a fresh, empty log (unique file, stream, topic)
   std::string url;             // open_source(url) reads that log from its beginning
   std::function<void()> cleanup;
+  // Other URLs of the same log (another server address, tuning parameters, the sink's own
+  // parameters): a group bound to `url` reads on with each (Source::same_log), and the other
+  // way round.
+  std::vector<std::string> same_log;
+  // URLs of other logs on the same server: never the group's log.
+  std::vector<std::string> other_logs;
 };
 
 struct SourceCase {

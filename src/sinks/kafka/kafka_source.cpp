@@ -5,6 +5,9 @@
 // its own partitions, merged into the stored checkpoint (merge()). Offsets live only in the
 // checkpoint table: nothing is committed to Kafka (enable.auto.commit=false), and on every
 // assignment (start, rebalance) the assigned partitions are sought to the stored offsets.
+// A topic deleted and re-created restarts its offsets at 0: a stored offset past a partition's
+// end at an assignment stops the consumer with an error naming the group and the way out, never
+// a silent skip (docs/consumers.md, "A log deleted and re-created").
 
 #include <librdkafka/rdkafka.h>
 
@@ -13,6 +16,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "consume/message.h"
@@ -95,6 +99,19 @@ class KafkaSource final : public Source {
   std::string_view name() const override { return "kafka"; }
   std::string url() const override { return c_.where; }
   bool partitioned() const override { return true; }
+  void set_group(const std::string& group) override { group_ = group; }
+
+  // The log is the topic: the bootstrap brokers (any of one cluster), the Kafka group, assign
+  // and librdkafka properties may differ (a moved broker, another process's spelling).
+  bool same_log(const std::string& stored_url) const override {
+    if (stored_url == c_.where) return true;
+    try {
+      auto u = core::Url::parse(stored_url);
+      return u.scheme() == "kafka" && u.path() == c_.topic;
+    } catch (const Error&) {
+      return false;
+    }
+  }
   // assign=manual only: group membership runs the rebalance callback inside read(), and that
   // reads the checkpoint table on the consumer's connection.
   bool can_read_ahead() const override { return c_.manual; }
@@ -142,6 +159,8 @@ class KafkaSource final : public Source {
   std::vector<Message> read(std::size_t max, Duration wait) override {
     if (!rk_) rk_ = start(!c_.manual);
     if (c_.manual && assigned_.empty() && !assign_all()) {
+      if (!past_end_.empty())
+        throw Error(ErrorCode::corrupt, "kafka", std::exchange(past_end_, std::string()));
       std::this_thread::sleep_for(std::min<Duration>(wait, Duration(100)));  // no topic yet
       return {};
     }
@@ -153,6 +172,10 @@ class KafkaSource final : public Source {
           deadline - std::chrono::steady_clock::now());
       int ms = out.empty() ? static_cast<int>(std::max<std::int64_t>(left.count(), 0)) : 0;
       rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_.get(), ms);
+      if (!past_end_.empty()) {
+        if (m) rd_kafka_message_destroy(m);
+        throw Error(ErrorCode::corrupt, "kafka", std::exchange(past_end_, std::string()));
+      }
       if (!callback_error_.empty()) {
         std::string e = std::move(callback_error_);
         callback_error_.clear();
@@ -190,6 +213,11 @@ class KafkaSource final : public Source {
                                            static_cast<int>(c_.timeout.count())))
         ok = false;
       auto it = at.find(p);
+      if (ok && it != at.end() && it->second > high) {
+        // Not 0: the messages the group will read are not the ones after its checkpoint.
+        rd_kafka_metadata_destroy(md);
+        throw Error(ErrorCode::corrupt, "kafka", past_end(p, it->second, high));
+      }
       lag += high - (it == at.end() ? low : std::max(it->second, low));
     }
     rd_kafka_metadata_destroy(md);
@@ -267,6 +295,40 @@ class KafkaSource final : public Source {
   }
 
  private:
+  // A stored offset past partition `p`'s end (`high`): the topic was deleted and re-created (its
+  // offsets restarted at 0) or lost its tail, and reading on would skip up to the offset.
+  std::string past_end(std::int32_t p, std::int64_t offset, std::int64_t high) const {
+    const std::string group = group_.empty() ? "GROUP" : group_;
+    return "the checkpoint of " + (group_.empty() ? "the group" : "group '" + group_ + "'") +
+           " (offset " + std::to_string(offset) + " of partition " + std::to_string(p) +
+           ") is past the end of topic '" + c_.topic + "' on " + c_.where + " (partition " +
+           std::to_string(p) + " ends at offset " + std::to_string(high) +
+           "): the topic was deleted and re-created, or lost messages, since the group read it, "
+           "and reading on would skip its messages up to offset " +
+           std::to_string(offset) +
+           " in silence. Move the group: `outpost consumers seek --group " + group +
+           " --to beginning` reads the topic as it is now from its start, `--to end` " +
+           "skips what it holds (docs/consumers.md, \"A log deleted and re-created\")";
+  }
+
+  // Checked at each assignment: a stored offset past the end of its partition (past_end()).
+  // Where the watermarks cannot be read now nothing is said (the next assignment checks again).
+  bool check_ends(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t* parts) {
+    for (int i = 0; i < parts->cnt; ++i) {
+      const auto& tp = parts->elems[i];
+      if (tp.offset < 0) continue;  // no stored offset: the beginning
+      std::int64_t low = 0, high = 0;
+      if (rd_kafka_query_watermark_offsets(rk, c_.topic.c_str(), tp.partition, &low, &high,
+                                           static_cast<int>(c_.timeout.count())))
+        continue;
+      if (tp.offset > high) {
+        past_end_ = past_end(tp.partition, tp.offset, high);
+        return false;
+      }
+    }
+    return true;
+  }
+
   Message to_message(const rd_kafka_message_t* m) {
     Message msg;
     if (m->payload) msg.event.payload.assign(static_cast<const char*>(m->payload), m->len);
@@ -380,8 +442,15 @@ class KafkaSource final : public Source {
           auto& tp = parts->elems[i];
           auto it = stored.find(tp.partition);
           tp.offset = it == stored.end() ? RD_KAFKA_OFFSET_BEGINNING : it->second;
+        }
+        if (!self->check_ends(rk, parts)) {
+          rd_kafka_assign(rk, nullptr);  // read() throws past_end_
+          return;
+        }
+        for (int i = 0; i < parts->cnt; ++i) {
+          const auto& tp = parts->elems[i];
           self->assigned_.insert(tp.partition);
-          if (it != stored.end()) self->next_[tp.partition] = it->second;
+          if (tp.offset >= 0) self->next_[tp.partition] = tp.offset;
         }
         rd_kafka_assign(rk, parts);
       } else {
@@ -405,6 +474,8 @@ class KafkaSource final : public Source {
   std::set<std::int32_t> assigned_;
   std::function<std::string()> reader_;
   std::string callback_error_;  // set by on_rebalance, thrown by read()
+  std::string past_end_;        // set by check_ends(), thrown by read() (not retried)
+  std::string group_;           // set_group(): named in errors
   std::string position_;        // position()'s buffer
 };
 

@@ -6,6 +6,11 @@
 // a restarted or re-seeked source simply creates a new one. A SUBJECT with the sink's `{type}`
 // template reads the subjects it renders to (`orders.{type}` -> `orders.>`), so one URL serves
 // relay and consumer.
+//
+// A stream deleted and re-created restarts its sequences at 1: a checkpoint past the stream's
+// last sequence (at every (re)subscription and, while idle, about once a second), or a stream
+// created anew while this source read it, stops the consumer with an error naming the group
+// and the way out, never a silent skip (docs/consumers.md, "A log deleted and re-created").
 
 #include <nats/nats.h>
 
@@ -61,6 +66,13 @@ std::uint64_t parse_sequence(const std::string& text) {
   return seq;
 }
 
+// The subjects a URL path reads: the sink's rule for the subjects a template covers (tail
+// {type}: any depth).
+std::string filter_subject(const std::string& path) {
+  const bool tail = path.ends_with("{type}");
+  return core::render_type_template(path, tail ? ">" : "*");
+}
+
 // An ephemeral, ack-less pull consumer of `c.stream` filtered to `c.subject`, from `start`.
 void init_consumer_config(jsConsumerConfig& cc, const Config& c, std::uint64_t start) {
   jsConsumerConfig_Init(&cc);
@@ -85,6 +97,21 @@ class NatsSource final : public Source {
   std::string_view name() const override { return "nats"; }
   std::string url() const override { return c_.where; }
   bool can_read_ahead() const override { return true; }
+  void set_group(const std::string& group) override { group_ = group; }
+
+  // The log is the stream and the subjects read from it: servers, credentials and tuning
+  // parameters may differ (a moved server, the sink's own parameters).
+  bool same_log(const std::string& stored_url) const override {
+    if (stored_url == c_.where) return true;
+    try {
+      auto u = core::Url::parse(stored_url);
+      auto stream = u.param("stream");
+      return u.scheme() == "nats" && stream && *stream == c_.stream && !u.path().empty() &&
+             filter_subject(u.path()) == c_.subject;
+    } catch (const Error&) {
+      return false;
+    }
+  }
 
   void seek(const std::string& position) override {
     next_ = parse_sequence(position) + 1;
@@ -98,7 +125,12 @@ class NatsSource final : public Source {
     natsStatus s = natsSubscription_Fetch(&got.list, sub_.get(), static_cast<int>(max),
                                           std::max<std::int64_t>(wait.count(), 1), &jerr);
     std::vector<Message> out;
-    if (s == NATS_TIMEOUT && got.list.Count == 0) return out;
+    if (s == NATS_TIMEOUT && got.list.Count == 0) {
+      // Idle: the stream may have been deleted and re-created under the pull consumer (which
+      // then waits at a sequence the new stream may reach only much later).
+      if (std::chrono::steady_clock::now() - checked_ >= std::chrono::seconds(1)) check_stream();
+      return out;
+    }
     if (s != NATS_OK && got.list.Count == 0) {
       // The consumer may be gone (server restart, inactivity): the next read makes a new one
       // at the same sequence.
@@ -117,9 +149,19 @@ class NatsSource final : public Source {
   std::optional<std::int64_t> lag(const std::string& position) override {
     // The messages matching the subject after `position`: what a consumer created there would
     // have pending (the stream's own counts include other subjects).
+    const std::uint64_t at = parse_sequence(position);
     if (!js_) connect();
+    {
+      jsStreamInfo* raw = nullptr;
+      jsErrCode jerr = static_cast<jsErrCode>(0);
+      if (js_GetStreamInfo(&raw, js_.get(), c_.stream.c_str(), nullptr, &jerr) != NATS_OK)
+        return std::nullopt;
+      std::unique_ptr<jsStreamInfo, StreamInfoDeleter> si(raw);
+      // Not 0: the messages the group will read are not the ones after its checkpoint.
+      if (at > si->State.LastSeq) throw past_end(at, si->State.LastSeq);
+    }
     jsConsumerConfig cc;
-    init_consumer_config(cc, c_, parse_sequence(position) + 1);
+    init_consumer_config(cc, c_, at + 1);
     jsConsumerInfo* raw = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
     if (js_AddConsumer(&raw, js_.get(), c_.stream.c_str(), &cc, nullptr, &jerr) != NATS_OK)
@@ -168,6 +210,57 @@ class NatsSource final : public Source {
   }
 
  private:
+  std::string group_text() const { return group_.empty() ? "GROUP" : group_; }
+  std::string the_group() const { return group_.empty() ? "the group" : "group '" + group_ + "'"; }
+  std::string way_out() const {
+    return " Move the group: `outpost consumers seek --group " + group_text() +
+           " --to beginning` reads the stream as it is now from its start, `--to end` skips what "
+           "it holds (docs/consumers.md, \"A log deleted and re-created\")";
+  }
+
+  // The checkpoint is past the stream's last sequence: the stream was deleted and re-created
+  // (or lost its tail), and reading on would skip its messages up to the checkpoint.
+  Error past_end(std::uint64_t checkpoint, std::uint64_t last) const {
+    return Error(ErrorCode::corrupt, "nats",
+                 "the checkpoint of " + the_group() + " (sequence " + std::to_string(checkpoint) +
+                     ") is past the end of stream '" + c_.stream + "' on " + c_.where +
+                     " (its last sequence: " + std::to_string(last) +
+                     "): the stream was deleted and re-created, or lost messages, since " +
+                     the_group() + " read it, and reading on would skip its messages up to " +
+                     "sequence " + std::to_string(checkpoint) + " in silence." + way_out());
+  }
+
+  // The stream as it is now against the checkpoint (the sequence before next_): past its end,
+  // or created anew since this source first saw it, is an error (not retried); a missing stream
+  // is waited for, as at the start.
+  void check_stream() {
+    if (!js_) connect();
+    jsStreamInfo* raw = nullptr;
+    jsErrCode jerr = static_cast<jsErrCode>(0);
+    natsStatus s = js_GetStreamInfo(&raw, js_.get(), c_.stream.c_str(), nullptr, &jerr);
+    if (s == NATS_NOT_FOUND || jerr == JSStreamNotFoundErr) {
+      sub_.reset();  // its consumer went with the stream
+      throw ConnectionError("nats", c_.where + ": stream '" + c_.stream + "' not found (yet)");
+    }
+    if (s != NATS_OK)
+      throw ConnectionError("nats", c_.where + ": stream info: " + status_text(s) +
+                                        (jerr ? " (err_code " + std::to_string(jerr) + ")" : ""));
+    std::unique_ptr<jsStreamInfo, StreamInfoDeleter> si(raw);
+    checked_ = std::chrono::steady_clock::now();
+    const std::uint64_t at = next_ - 1, last = si->State.LastSeq;
+    if (at > last) throw past_end(at, last);
+    if (created_ && *created_ != si->Created && at > 0)
+      throw Error(ErrorCode::corrupt, "nats",
+                  "stream '" + c_.stream + "' on " + c_.where +
+                      " was deleted and re-created while " + the_group() +
+                      " read it (checkpoint: sequence " + std::to_string(at) +
+                      ", the new stream's last sequence: " + std::to_string(last) +
+                      "): its sequences restarted at 1, and reading on would skip its messages "
+                      "up to sequence " +
+                      std::to_string(at) + " in silence." + way_out());
+    created_ = si->Created;
+  }
+
   // A call about the group's stream: a missing stream is not_found (naming it), any other
   // failure a ConnectionError naming `what`.
   void check_stream_call(natsStatus s, jsErrCode jerr, const char* what) const {
@@ -241,7 +334,7 @@ class NatsSource final : public Source {
   }
 
   void subscribe() {
-    if (!js_) connect();
+    check_stream();
     jsSubOptions so;
     jsSubOptions_Init(&so);
     so.Stream = c_.stream.c_str();
@@ -289,7 +382,10 @@ class NatsSource final : public Source {
   nats::ConnectionPtr nc_;
   std::unique_ptr<jsCtx, JsDeleter> js_;
   std::unique_ptr<natsSubscription, SubscriptionDeleter> sub_;
-  std::uint64_t next_ = 1;  // the stream sequence the next read starts at
+  std::uint64_t next_ = 1;                           // the stream sequence the next read starts at
+  std::string group_;                                // set_group(): named in errors
+  std::optional<std::int64_t> created_;              // the stream's creation time, once seen
+  std::chrono::steady_clock::time_point checked_{};  // when check_stream() last ran
 };
 
 }  // namespace
@@ -302,11 +398,8 @@ std::unique_ptr<Source> open_nats_source(std::string_view text) {
     return ConfigError("nats source URL " + c.where + ": " + what, "nats");
   };
   nats::read_endpoint(url, c, bad);
-  c.subject = url.path();
-  if (c.subject.empty()) throw bad("subject (the URL path) missing");
-  // The sink's rule for the subjects a template covers (tail {type}: any depth).
-  const bool tail = c.subject.ends_with("{type}");
-  c.subject = core::render_type_template(c.subject, tail ? ">" : "*");
+  if (url.path().empty()) throw bad("subject (the URL path) missing");
+  c.subject = filter_subject(url.path());
   auto stream = url.param("stream");
   if (!stream || stream->empty()) throw bad("parameter 'stream' (the JetStream stream) missing");
   c.stream = *stream;

@@ -3,6 +3,12 @@
 // (fields id, type, key, payload, occurred_at, headers). After each commit the position is
 // mirrored in the hash `<STREAM>:checkpoints` (field = group), the registry the sink's trimming
 // reads, so entries this group has not consumed are never trimmed away.
+//
+// A checkpoint past the stream's last id is not an error here, unlike on NATS and Kafka: entry
+// ids are the server clock's milliseconds, so a stream deleted and re-created (or restored from
+// an older snapshot, or failed over to a replica that lacked its tail) gives its next entries
+// ids after any checkpoint taken before, and the group reads them all; stopping would stop every
+// group after such a failover for nothing (docs/consumers.md, "A log deleted and re-created").
 
 #include <hiredis/hiredis.h>
 
@@ -125,6 +131,20 @@ class RedisStreamSource final : public Source {
   std::string_view name() const override { return "redis-stream"; }
   std::string url() const override { return c_.where; }
   bool can_read_ahead() const override { return true; }
+
+  // The log is the stream in its database (db): host, port, credentials and the tuning and
+  // trimming parameters may differ (a moved server, one URL for relay and consumer).
+  bool same_log(const std::string& stored_url) const override {
+    if (stored_url == c_.where) return true;
+    try {
+      auto u = core::Url::parse(stored_url);
+      return u.scheme() == "redis-stream" && u.path() == c_.stream &&
+             u.int_param("db", 0, 1'000'000).value_or(0) == c_.db;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
   void seek(const std::string& position) override { last_ = position.empty() ? "0-0" : position; }
 
   std::vector<Message> read(std::size_t max, Duration wait) override {
