@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "error_log.h"
+#include "http_connections.h"
 #include "listen_address.h"
 #include "log.h"
 #include "outpost/error.h"
@@ -20,12 +21,22 @@ namespace {
 
 // The server's budget (docs/operations.md, "HTTP endpoints"): requests are small (a mutation's
 // body is a pipeline name and a list of ids or a filter), and probes and scrapes must answer
-// while a few clients are slow or hostile. A connection holds one of kThreads while it is read;
-// each read waits at most kReadTimeout for the next bytes.
+// while clients are slow or hostile. A connection waits without a thread until its request's
+// head has arrived, and holds one of its 32 threads only while that request is served
+// (http_connections.h); head and body must arrive within request_deadline (10 s), each read of the
+// body waits at most read_timeout for the next bytes. Connections over the caps are closed at
+// once (a file descriptor each; a peer's cap leaves room for the others').
 constexpr std::size_t kMaxBody = 1 << 20;  // 1 MiB
-constexpr std::size_t kThreads = 32;
-constexpr std::chrono::seconds kReadTimeout{3};
-constexpr std::chrono::seconds kKeepAlive{2};
+constexpr ConnectionServer::Limits kLimits{
+    .threads = 32,
+    .max_connections = 512,
+    .max_per_peer = 128,
+    .request_deadline = std::chrono::seconds(10),
+    .read_timeout = std::chrono::seconds(3),
+    .write_timeout = std::chrono::seconds(3),
+    .keep_alive = std::chrono::seconds(2),
+    .keep_alive_requests = 100,
+};
 
 std::string lowercase(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -80,13 +91,14 @@ bool host_allowed(const std::string& host_header, const std::string& listen_host
 }
 
 struct HttpServer::Impl {
-  httplib::Server server;
+  ConnectionServer server{kLimits};
   std::thread thread;
   std::string addr, flag, host;
   int requested_port = 0;
   int port = 0;
   std::function<std::vector<std::string>()> allowed_hosts;
   std::set<std::string> probes;                       // paths served to any Host
+  std::set<std::string> posts;                        // paths that take a body
   std::vector<std::pair<std::string, Guard>> guards;  // name, guard
 };
 
@@ -101,17 +113,14 @@ HttpServer::HttpServer(const std::string& addr, const std::string& flag,
   impl_->allowed_hosts = std::move(allowed_hosts);
 
   httplib::Server& server = impl_->server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  server.set_read_timeout(kReadTimeout);
-  server.set_write_timeout(kReadTimeout);
-  server.set_keep_alive_timeout(kKeepAlive.count());
   server.set_payload_max_length(kMaxBody);
   // Before any route and before a body is read: the Host rule, then the guards, so an
   // unauthenticated POST is answered without reading what it sends. Routes and guards are all
   // registered before listen(): the handler reads them without a lock.
   Impl& impl = *impl_;
   server.set_pre_routing_handler([&impl](const httplib::Request& req, httplib::Response& res) {
-    if (impl.probes.count(req.path)) return httplib::Server::HandlerResponse::Unhandled;
+    if ((req.method == "GET" || req.method == "HEAD") && impl.probes.count(req.path))
+      return httplib::Server::HandlerResponse::Unhandled;
     const std::string requested = req.get_header_value("Host");
     if (!host_allowed(requested, impl.host, impl.allowed_hosts())) {
       log_refusal("http: refused " + req.method + " " + req.path + " from " + req.remote_addr +
@@ -120,6 +129,15 @@ HttpServer::HttpServer(const std::string& addr, const std::string& flag,
       res.status = 403;
       res.set_header("Connection", "close");
       res.set_content("{\"error\":\"Host not allowed\"}", "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Only the routes that take a body have one read (behind the guards below): cpp-httplib
+    // reads the body of any POST, PUT, PATCH or DELETE before it finds that nothing serves it.
+    if (req.method != "GET" && req.method != "HEAD" &&
+        !(req.method == "POST" && impl.posts.count(req.path))) {
+      res.status = 405;
+      res.set_header("Connection", "close");
+      res.set_content("{\"error\":\"method not allowed\"}", "application/json");
       return httplib::Server::HandlerResponse::Handled;
     }
     for (const auto& [name, guard] : impl.guards) {
@@ -144,6 +162,7 @@ void HttpServer::get(const std::string& path, Handler handler) {
 }
 
 void HttpServer::post(const std::string& path, Handler handler) {
+  impl_->posts.insert(path);
   // The body is read here, not by cpp-httplib, which holds only a Content-Length body to the
   // limit: a chunked one was read whole, whatever its size (docs/operations.md, "Bodies").
   impl_->server.Post(
@@ -197,6 +216,7 @@ void HttpServer::listen() {
 HttpServer::~HttpServer() {
   impl_->server.stop();
   if (impl_->thread.joinable()) impl_->thread.join();
+  impl_->server.shutdown_connections();
 }
 
 int HttpServer::port() const {

@@ -1,5 +1,7 @@
 // The daemon's HTTP server under hostile or broken surroundings (docs/operations.md, "HTTP
 // endpoints"), black box on `outpost run`:
+//   - clients that trickle their request a byte at a time, more of them than the server has
+//     threads, do not keep /healthz and /readyz from answering;
 //   - a store that hangs (its server stopped with SIGSTOP) holds up neither /metrics nor /readyz
 //     for its timeout_ms: that pipeline is reported down within the read budget, the others
 //     answer as usual;
@@ -113,6 +115,56 @@ class DaemonHttpHardening : public ::testing::Test {
   std::unique_ptr<CliProcess> daemon_;
 };
 
+// A6: 64 clients (twice the server's threads) each send a request line and then one header byte
+// every 2 s, well inside the per-read timeout. Before, they held every thread for as long as they
+// trickled and /healthz went unanswered; now a request's head and body must arrive within a
+// deadline and a connection holds a thread only once its request has arrived.
+TEST_F(DaemonHttpHardening, ProbesAnswerWhileMoreSlowClientsThanThreadsTrickleHeaders) {
+  int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
+                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+  ASSERT_GT(port, 0) << log();
+  std::vector<int> slow;
+  for (int i = 0; i < 64; ++i) {
+    int fd = connect_to(port);
+    ASSERT_GE(fd, 0);
+    const std::string head = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    slow.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    // One byte per connection every 2 s for at most 60 s (a connection the server closed just
+    // fails to send).
+    for (int i = 0; i < 30 && !stop.load(); ++i) {
+      for (int fd : slow) ::send(fd, "X", 1, MSG_NOSIGNAL);
+      for (int j = 0; j < 20 && !stop.load(); ++j) std::this_thread::sleep_for(100ms);
+    }
+  });
+  std::this_thread::sleep_for(3s);  // every slow connection has been accepted
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(5, 0);
+  client.set_write_timeout(5, 0);
+  for (int i = 0; i < 4; ++i) {
+    for (const char* path : {"/healthz", "/readyz"}) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto res = client.Get(path);
+      auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+      EXPECT_TRUE(res) << path << ": no answer within 5 s while 64 clients trickle (" << took
+                       << " ms): " << httplib::to_string(res.error());
+      if (res) {
+        EXPECT_EQ(res->status, 200) << path << " " << res->body;
+      }
+    }
+    std::this_thread::sleep_for(2s);
+  }
+  stop.store(true);
+  trickle.join();
+  for (int fd : slow) ::close(fd);
+}
+
 // A private redis-server this test may pause.
 struct PrivateRedis {
   PrivateRedis()
@@ -219,6 +271,10 @@ TEST_F(DaemonHttpHardening, AChunkedBodyIsHeldToTheSameLimit) {
   r = raw_http(port, head + "Transfer-Encoding: chunked\r\n\r\n" + size + small + "\r\n0\r\n\r\n");
   EXPECT_EQ(status_of(r), 200) << r;
   EXPECT_NE(r.find("\"discarded\":0"), std::string::npos) << r;
+  // A body no route takes is not read (the client sends only the headers and gets its answer).
+  r = raw_http(port, "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n",
+               20s);
+  EXPECT_EQ(status_of(r), 405) << r;
 }
 
 }  // namespace
