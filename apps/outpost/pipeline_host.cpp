@@ -39,6 +39,11 @@ class RelayPipeline final : public HostedPipeline {
     options.on_sink_state = [log_name](const std::string& m, bool down) {
       log(m, log_name, down ? spdlog::level::warn : spdlog::level::info);
     };
+    // Likewise the store's: the end of an outage is said once, also with quiet (whose claim
+    // errors are not printed), as a consumer says its log and checkpoint store work again.
+    options.on_notice = [log_name](const std::string& m, bool warning) {
+      log(m, log_name, warning ? spdlog::level::warn : spdlog::level::info);
+    };
     relay_ = std::make_unique<Relay>(*timed_store_, *timed_sink_, options);
   }
   ~RelayPipeline() override { stop_and_join(false); }
@@ -139,7 +144,12 @@ void HostedPipeline::start(std::function<void()> on_exit) {
       run();
     } catch (const std::exception& e) {
       std::lock_guard lock(mu_);
-      failure_ = e.what();
+      // As main() prints it for a command: "error (sqlite, corrupt): ...", so /readyz,
+      // /api/overview and the log say what kind of failure stopped the pipeline.
+      const auto* error = dynamic_cast<const Error*>(&e);
+      failure_ = error ? "error (" + error->backend() + ", " +
+                             std::string(to_string(error->code())) + "): " + e.what()
+                       : std::string(e.what());
       error_ = std::current_exception();
       // The daemon says so and goes on; a command from flags ends with this error (main()).
       if (!log_name_.empty()) log("stopped by an error: " + failure_, name(), spdlog::level::err);

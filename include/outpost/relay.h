@@ -64,6 +64,10 @@ struct RelayOptions {
   // down (`down` true: "sink 'http' down since <RFC 3339>: <why>; probing ...") and once when it
   // is back (`down` false: "sink 'http' is back after N s ..."). Must not throw.
   std::function<void(const std::string& message, bool down)> on_sink_state;
+  // The store's transitions, as a consumer's on_notice: once per outage, when the store answers
+  // again after failed calls ("the store works again after N s (M failed calls)"; `warning`
+  // false). Unset: not said (the failures themselves go to on_error). Must not throw.
+  std::function<void(const std::string& message, bool warning)> on_notice;
 };
 
 // Counters since start; safe to read while running.
@@ -97,9 +101,11 @@ class Relay {
   Relay& operator=(const Relay&) = delete;
 
   // Runs on the calling thread until stop() (or, with until_empty, until no event is pending or
-  // leased); then the sink is closed. Store and delivery errors are reported and survived; the
-  // one exception: a sink that says it is closed for good (Sink::closed()) stops the relay, the
-  // events it holds are released, and run() throws ConnectionError naming why.
+  // leased); then the sink is closed. Store and delivery errors are reported and survived, but
+  // two: a store error with ErrorCode::corrupt (a row the store cannot read, docs/emit-contract.md:
+  // retrying cannot help) stops the relay as stop() does and run() throws that error; a sink
+  // that says it is closed for good (Sink::closed()) stops the relay, the events it holds are
+  // released, and run() throws ConnectionError naming why.
   void run();
 
   // One claim -> deliver -> settle cycle. Returns the number of events claimed. A failing claim

@@ -1,42 +1,59 @@
 #pragma once
 // The relay survives whatever a store or sink throws: every such call goes through failure_of(),
-// which turns an exception into its text, so each call site says once what it does on failure
-// instead of repeating a try/catch pair.
+// which turns an exception into a Failure (its text, and the outpost::Error code when it was
+// one), so each call site says once what it does on failure instead of repeating a try/catch
+// pair. The code is what tells an outage (retried) from a row the store cannot read (fatal:
+// docs/emit-contract.md; docs/operations.md, "The daemon").
 
 #include <exception>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "outpost/error.h"
+
 namespace outpost::relay_detail {
 
-// The failure text when there is no memory for the real one: 13 characters fit libstdc++'s
-// in-object buffer (15), so making it allocates nothing and cannot throw.
-inline std::optional<std::string> out_of_memory_failure() noexcept {
-  return std::optional<std::string>(std::in_place, "out of memory");
-}
+struct Failure {
+  std::string text;               // what(); a fixed text for non-std exceptions
+  std::optional<ErrorCode> code;  // set when an outpost::Error was thrown
+  std::exception_ptr error;       // what was thrown, rethrown when it stops the relay
+  // Retrying cannot cure it: the store holds a row it cannot read (docs/emit-contract.md), or is
+  // not an outpost store at all. Everything else (outages, timeouts, a full disk) is retried.
+  bool fatal() const noexcept { return code == ErrorCode::corrupt; }
+};
 
-// Runs `f`; nullopt when it returned, else the exception's what() (a fixed text for non-std
-// exceptions).
+// Runs `f`; nullopt when it returned, else what it threw.
 template <typename F>
-std::optional<std::string> failure_of(F&& f) noexcept {
+std::optional<Failure> failure_of(F&& f) noexcept {
   try {
     f();
     return std::nullopt;
-  } catch (const std::exception& ex) {
+  } catch (...) {
+    // An empty Failure allocates nothing; the text is filled in below if there is memory for it.
+    std::optional<Failure> out(std::in_place);
+    out->error = std::current_exception();
     try {
-      return std::string(ex.what());
+      throw;
+    } catch (const Error& ex) {
+      out->code = ex.code();
+    } catch (...) {
+    }
+    try {
+      try {
+        throw;
+      } catch (const std::exception& ex) {
+        out->text = ex.what();
+      } catch (...) {
+        out->text = "an unknown (non-std) exception";
+      }
     } catch (...) {
       // Out of memory for the text: still a failure (nullopt would read as success and, e.g.,
-      // count a failed settle as done). Short enough for the small-string buffer: no allocation.
-      return out_of_memory_failure();
+      // count a failed settle as done). 13 characters fit libstdc++'s in-object buffer (15): no
+      // allocation.
+      out->text = "out of memory";
     }
-  } catch (...) {
-    try {
-      return std::string("an unknown (non-std) exception");
-    } catch (...) {
-      return out_of_memory_failure();
-    }
+    return out;
   }
 }
 

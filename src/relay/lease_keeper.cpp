@@ -76,7 +76,7 @@ void LeaseKeeper::run() {
     bool held = true;
     auto error = failure_of([&] { held = store_.renew(*batch, lease); });
     if (error && report_)  // report_ must not throw; if it does, the keeper goes on regardless
-      failure_of([&] { report_("lease renewal failed (will retry): " + *error); });
+      failure_of([&] { report_("lease renewal failed (will retry): " + error->text); });
     if (!error && held && renewed_) failure_of([&] { renewed_(*batch, started, lease); });
     lock.lock();
     renewing_ = false;

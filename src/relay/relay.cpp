@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "guarded.h"
@@ -68,6 +69,34 @@ void Relay::Impl::store_error(const std::string& message) {
   report(message);
 }
 
+bool Relay::Impl::stop_if_fatal(const std::string& what, const relay_detail::Failure& f) {
+  if (!f.fatal()) return false;
+  store_error(what + ": " + f.text +
+              ": the relay stops (retrying cannot help: fix or remove what the store cannot "
+              "read, docs/emit-contract.md)");
+  {
+    std::lock_guard lock(sleep_mu);
+    if (!fatal) fatal = f.error;
+  }
+  stop(false);
+  return true;
+}
+
+void Relay::Impl::store_failed() {
+  if (store_failures_in_row++ == 0) store_failing_since = SteadyClock::now();
+}
+
+void Relay::Impl::store_answered() {
+  if (store_failures_in_row == 0) return;
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f",
+                std::chrono::duration<double>(SteadyClock::now() - store_failing_since).count());
+  const std::string message = "the store works again after " + std::string(took) + " s (" +
+                              std::to_string(store_failures_in_row) + " failed calls)";
+  store_failures_in_row = 0;
+  if (options.on_notice) failure_of([&] { options.on_notice(message, false); });  // must not throw
+}
+
 void Relay::Impl::delivery_error(const std::string& message, const StoredEvent& e) {
   if (options.on_delivery_error)
     failure_of([&] { options.on_delivery_error(message, e); });  // must not throw
@@ -109,8 +138,10 @@ void Relay::Impl::run() {
   else
     sequential_run();
   abandon_held();
-  if (auto failure = failure_of([&] { sink.close(); })) report("sink close failed: " + *failure);
+  if (auto failure = failure_of([&] { sink.close(); }))
+    report("sink close failed: " + failure->text);
   std::lock_guard lock(sleep_mu);
+  if (fatal) std::rethrow_exception(fatal);  // the store's own error (code, backend, text)
   if (!sink_closed.empty())
     throw ConnectionError(std::string(sink.name()),
                           "sink closed for good (" + sink_closed +

@@ -17,6 +17,7 @@
 
 #include "batch.h"
 #include "delivery_thread.h"
+#include "guarded.h"
 #include "lease_deadline.h"
 #include "lease_keeper.h"
 #include "outpost/relay.h"
@@ -35,6 +36,18 @@ struct Relay::Impl {
   void report(const std::string& message);
 
   void store_error(const std::string& message);
+
+  // A store call failed with `f` while doing `what` ("claim failed"). When retrying cannot cure
+  // it (Failure::fatal: a row the store cannot read), reports it, keeps it for run() to throw
+  // and stops the relay as stop() does (what is in flight drains): true. Else false, nothing
+  // done (the caller retries as it does for an outage). docs/emit-contract.md; docs/operations.md,
+  // "The daemon".
+  bool stop_if_fatal(const std::string& what, const relay_detail::Failure& f);
+
+  // A claim or wait failed (an outage: retried) / answered. The first answer after failures says
+  // once that the store works again (on_notice), as the sink's pause says it is back.
+  void store_failed();
+  void store_answered();
 
   void delivery_error(const std::string& message, const StoredEvent& e);
 
@@ -183,8 +196,12 @@ struct Relay::Impl {
   std::mutex sleep_mu;
   std::condition_variable sleep_cv;
   std::string sink_closed;    // guarded by sleep_mu: Sink::closed() once it said so
+  std::exception_ptr fatal;   // guarded by sleep_mu: the first fatal store error (stop_if_fatal)
   Duration error_backoff{0};  // relay thread only
-  int futile_wakeups = 0;     // relay thread only: early wake-ups in a row that found nothing
+  // Relay thread only: failed claims and waits since the store last answered, and since when.
+  std::uint64_t store_failures_in_row = 0;
+  SteadyClock::time_point store_failing_since{};
+  int futile_wakeups = 0;  // relay thread only: early wake-ups in a row that found nothing
   bool store_failed_while_stopping = false;  // relay thread only: see settle_call
   relay_detail::PipelineMode mode;           // relay thread only
   DeliveryControl control;                   // bounds the deliver() call in progress; set by stop()

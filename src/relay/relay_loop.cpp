@@ -39,7 +39,7 @@ void Relay::Impl::deliver(Batch& b) {
   keeper.renew_until(b.claimed, call_deadline);
   auto failure = failure_of([&] { b.results = sink.deliver_bounded(events, control); });
   deadlines.end_delivery();
-  if (failure) b.results.assign(events.size(), DeliveryResult::failed(*failure));
+  if (failure) b.results.assign(events.size(), DeliveryResult::failed(failure->text));
   if (std::string why = sink.closed(); !why.empty()) {
     // The destination is gone for good: stop; decide() releases what was not delivered.
     {
@@ -131,8 +131,11 @@ void Relay::Impl::prefetch(Batch& slot) {
   const auto started = SteadyClock::now();
   if (held.empty())
     if (auto failure = failure_of(
-            [&] { slot.claimed = store.claim(options.batch_size, options.lease, options.order); }))
-      store_error("claim failed: " + *failure);
+            [&] { slot.claimed = store.claim(options.batch_size, options.lease, options.order); });
+        failure && !stop_if_fatal("claim failed", *failure)) {
+      store_failed();
+      store_error("claim failed: " + failure->text);
+    }
   prepare(slot, started);
 }
 
@@ -151,9 +154,12 @@ bool Relay::Impl::claim_or_back_off(F&& step) {
   auto failure = failure_of(step);
   if (!failure) {
     error_backoff = Duration{0};
+    store_answered();
     return true;
   }
-  store_error("claim failed (backing off): " + *failure);
+  if (stop_if_fatal("claim failed", *failure)) return false;
+  store_failed();
+  store_error("claim failed (backing off): " + failure->text);
   sleep_for(next_error_backoff());
   return false;
 }
@@ -292,8 +298,9 @@ bool Relay::Impl::wait_when_idle() {
     else
       futile_wakeups = 0;
   });
-  if (failure) {
-    store_error("store wait failed (backing off): " + *failure);
+  if (failure && !stop_if_fatal("store wait failed", *failure)) {
+    store_failed();
+    store_error("store wait failed (backing off): " + failure->text);
     sleep_for(next_error_backoff());
   }
   return !empty;

@@ -43,12 +43,15 @@ std::optional<std::size_t> Relay::Impl::settle_call(const char* what, std::size_
     std::size_t done = 0;
     auto failure = failure_of([&] { done = call(); });
     if (!failure) return done;
+    if (stop_if_fatal(std::string(what) + " of " + std::to_string(count) + " events failed",
+                      *failure))
+      return std::nullopt;  // the lease expiry redelivers them, to a relay that can read them
     const char* next = attempt < tries ? " (retrying): "
                        : stopping_now  ? " (giving up; the lease expiry will redeliver them): "
                                        : " (kept: retried with backoff before anything new is "
                                          "claimed): ";
     store_error(std::string(what) + " of " + std::to_string(count) + " events failed" + next +
-                *failure);
+                failure->text);
     if (attempt >= tries) {
       if (stopping.load(std::memory_order_acquire)) store_failed_while_stopping = true;
       return std::nullopt;
@@ -153,8 +156,10 @@ void Relay::Impl::settle_and_claim(Batch& done, Batch& next) {
   if (failure) {
     if (stopping.load(std::memory_order_acquire) && SteadyClock::now() - started >= kStoreHungAfter)
       store_failed_while_stopping = true;
-    store_error("settle and claim failed (settling again on its own): " + *failure);
     next.claimed = ClaimedBatch{};
+    // A claim that reached a row the store cannot read: settle `done` on its own, then stop.
+    if (!stop_if_fatal("settle and claim failed", *failure))
+      store_error("settle and claim failed (settling again on its own): " + failure->text);
     prepare(next, started);
     settle(done);
     return;

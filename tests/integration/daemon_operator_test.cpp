@@ -1,0 +1,217 @@
+// Operator findings on `outpost relay` and `outpost run`, black box:
+//  - a SQLite row written through the emit contract whose headers are not JSON
+//  (docs/emit-contract.md):
+//    `outpost relay` exits 1 with the store's error instead of retrying the claim forever; in the
+//    daemon that pipeline stops, shown failed in /readyz and /api/overview, the others go on.
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "cli_process.h"
+
+namespace {
+
+using namespace outpost::testing;
+using namespace std::chrono_literals;
+
+template <typename F>
+bool eventually(F done, std::chrono::seconds timeout = 60s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return done();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// Runs SQL on a SQLite file as another process's writer would (sqlite3 CLI, a Python script).
+void sql(const std::string& db, const std::string& statements) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(h, statements.c_str(), nullptr, nullptr, &error);
+  std::string why = error ? error : "";
+  sqlite3_free(error);
+  sqlite3_close(h);
+  ASSERT_EQ(rc, SQLITE_OK) << why;
+}
+
+// The outbox of `outpost schema`, created as docs/emit-contract.md says (`schema | sqlite3`).
+void create_outbox(const std::string& db) {
+  auto r = run_cli({"schema", "--store", "sqlite:" + db});
+  ASSERT_EQ(r.code, 0) << r.err;
+  sql(db, r.out);
+}
+
+// One event through the emit contract (two INSERTs in one transaction) whose headers are not a
+// JSON object: the row the store cannot read.
+void insert_unreadable_row(const std::string& db, const std::string& key) {
+  sql(db, "BEGIN IMMEDIATE; INSERT INTO outbox (key) VALUES ('" + key +
+              "'); INSERT INTO outbox_body (seq, id, type, payload, occurred_at, headers) VALUES "
+              "(last_insert_rowid(), randomblob(16), 'bad', CAST('{\"a\":2}' AS BLOB), "
+              "1795765968724000, 'not json'); COMMIT;");
+}
+
+void emit(const std::string& db, const std::string& key, int n = 1) {
+  for (int i = 0; i < n; ++i) {
+    auto r = run_cli(
+        {"emit", "--store", "sqlite:" + db, "--type", "good", "--key", key, "--payload", "{}"});
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// F9: the row was retried forever ("claim failed (backing off): headers column is not a JSON
+// object" until killed); docs/emit-contract.md: exit 1 with the store's error. Whether the row is
+// the first one (read by the start-up check) or reached by a later claim, with and without
+// --until-empty: one error, exit 1.
+TEST(RelayCorruptRow, OutpostRelayExitsOneWithTheStoresErrorInsteadOfRetrying) {
+  struct Case {
+    bool bad_first;
+    bool until_empty;
+  };
+  for (auto c : {Case{true, true}, Case{false, true}, Case{false, false}, Case{true, false}}) {
+    SCOPED_TRACE(std::string(c.bad_first ? "bad row first" : "good rows first") +
+                 (c.until_empty ? ", --until-empty" : ""));
+    TempDir dir;
+    const std::string db = dir / "o.db";
+    create_outbox(db);
+    if (c.bad_first) insert_unreadable_row(db, "k1");
+    emit(db, "k2", 2);
+    if (!c.bad_first) insert_unreadable_row(db, "k1");
+    std::vector<std::string> args{
+        "relay", "--store", "sqlite:" + db, "--sink", "file:" + dir / "out.jsonl", "--batch", "1"};
+    if (c.until_empty) args.push_back("--until-empty");
+    auto r = run_cli(args, {}, 60s);
+    EXPECT_EQ(r.code, 1) << r.all();
+    EXPECT_NE(r.err.find("outpost: error (sqlite, corrupt): headers column is not a JSON object"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("backing off"), std::string::npos) << r.err;
+    EXPECT_LE(count_of(r.err, "claim failed"), 1u) << r.err;
+  }
+}
+
+class DaemonOperatorTest : public ::testing::Test {
+ protected:
+  // Starts `outpost run` on `text`; with `http`, returns the port it serves on.
+  int start(const std::string& text, bool http = true) {
+    file_ = dir_ / "d.toml";
+    write_file(file_, text);
+    log_ = dir_ / "run.log";
+    daemon_ =
+        std::make_unique<CliProcess>(std::vector<std::string>{"run", "--config", file_}, log_);
+    if (!http) return 0;
+    std::smatch m;
+    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
+    std::string all;
+    for (int i = 0; i < 3000 && !std::regex_search(all, m, re); ++i) {
+      std::this_thread::sleep_for(10ms);
+      all = read_file(log_);
+    }
+    return std::regex_search(all, m, re) ? std::stoi(m[1]) : -1;
+  }
+  static std::string relay(const std::string& name, const std::string& store,
+                           const std::string& sink, const std::string& more = "") {
+    return "\n[[relay]]\nname = \"" + name + "\"\nstore = \"" + store + "\"\nsink = \"" + sink +
+           "\"\n" + more;
+  }
+  std::string log() const { return read_file(log_); }
+  bool log_has(const std::string& text) const { return log().find(text) != std::string::npos; }
+  // The lines of the log that contain `text`.
+  std::vector<std::string> lines_with(const std::string& text) const {
+    std::vector<std::string> out;
+    std::istringstream in(log());
+    for (std::string line; std::getline(in, line);)
+      if (line.find(text) != std::string::npos) out.push_back(line);
+    return out;
+  }
+  TempDir dir_;
+  std::string file_, log_;
+  std::unique_ptr<CliProcess> daemon_;
+};
+
+// F9 in the daemon: the pipeline whose outbox holds the row stops with the store's error, shown
+// as a failure in /readyz (503, loop_alive) and /api/overview; the daemon and its other pipelines
+// go on. Before, it retried the claim forever and looked healthy.
+TEST_F(DaemonOperatorTest, ARowTheStoreCannotReadStopsOnlyItsPipelineAndShowsWhy) {
+  const std::string good = dir_ / "good.db", bad = dir_ / "bad.db";
+  emit(good, "a");
+  create_outbox(bad);
+  emit(bad, "k2");
+  insert_unreadable_row(bad, "k1");
+  int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
+                   relay("good", "sqlite:" + good, "file:" + dir_ / "good.jsonl") +
+                   relay("bad", "sqlite:" + bad, "file:" + dir_ / "bad.jsonl", "batch = 1\n"));
+  ASSERT_GT(port, 0) << log();
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(20, 0);
+  std::string body;
+  int status = 0;
+  ASSERT_TRUE(eventually([&] {
+    auto r = client.Get("/readyz");
+    if (!r) return false;
+    status = r->status;
+    body = r->body;
+    return body.find("\"pipeline\":\"bad\"") != std::string::npos;
+  })) << log();
+  EXPECT_EQ(status, 503) << body;
+  EXPECT_NE(body.find("\"check\":\"loop_alive\""), std::string::npos) << body;
+  EXPECT_NE(body.find("error (sqlite, corrupt): headers column is not a JSON object"),
+            std::string::npos)
+      << body;
+  EXPECT_EQ(body.find("\"pipeline\":\"good\""), std::string::npos) << body;
+  EXPECT_TRUE(log_has("[bad] stopped by an error: error (sqlite, corrupt)")) << log();
+  EXPECT_FALSE(log_has("backing off")) << log();
+
+  auto overview = client.Get("/api/overview");
+  ASSERT_TRUE(overview);
+  auto j = nlohmann::json::parse(overview->body);
+  int seen = 0;
+  for (const auto& p : j["pipelines"]) {
+    if (p["name"] == "bad") {
+      ++seen;
+      EXPECT_EQ(p["running"], false) << p.dump();
+      EXPECT_NE(p["failure"].get<std::string>().find("corrupt"), std::string::npos) << p.dump();
+    } else if (p["name"] == "good") {
+      ++seen;
+      EXPECT_EQ(p["running"], true) << p.dump();
+    }
+  }
+  EXPECT_EQ(seen, 2) << overview->body;
+  // The other pipeline goes on: what is emitted now is delivered.
+  emit(good, "b");
+  EXPECT_TRUE(eventually([&] { return event_ids_in(read_file(dir_ / "good.jsonl")).size() == 2; }))
+      << log();
+  auto healthz = client.Get("/healthz");
+  ASSERT_TRUE(healthz);
+  EXPECT_EQ(healthz->status, 200);
+  // The operator fixes the row; a SIGHUP starts the stopped pipeline again, which delivers both.
+  sql(bad, "UPDATE outbox_body SET headers = NULL WHERE type = 'bad'");
+  daemon_->signal(SIGHUP);
+  EXPECT_TRUE(eventually([&] { return event_ids_in(read_file(dir_ / "bad.jsonl")).size() == 2; }))
+      << log();
+  EXPECT_TRUE(eventually([&] {
+    auto r = client.Get("/readyz");
+    return r && r->status == 200;
+  })) << log();
+  daemon_->signal(SIGTERM);
+  EXPECT_EQ(daemon_->wait(60s), 0) << log();
+}
+
+}  // namespace
