@@ -197,7 +197,8 @@ void consumer_families(Text& t, const std::vector<ConsumerScrape>& cs) {
   if (!dead.empty())
     t.family("outpost_consumer_dead", "gauge", "Consumer dead letters of the group.", dead);
   t.family("outpost_consumer_checkpoint_up", "gauge",
-           "1 if the last checkpoint store query succeeded.", up);
+           "1 if this scrape's checkpoint store query succeeded within the read budget (1.5 s).",
+           up);
 }
 
 }  // namespace
@@ -228,7 +229,8 @@ std::string metrics_text(const std::vector<PipelineView>& pipelines) {
       running.emplace_back(labels(*s.view, s.store_backend), s.view->running ? "1" : "0");
     }
     for (const auto& c : cs) running.emplace_back(c.labels, c.view->running ? "1" : "0");
-    t.family("outpost_store_up", "gauge", "1 if the last store stats query succeeded.", up);
+    t.family("outpost_store_up", "gauge",
+             "1 if this scrape's store stats query succeeded within the read budget (1.5 s).", up);
     t.family("outpost_pipeline_running", "gauge",
              "1 while the pipeline's relay or consumer loop runs.", running);
   }
