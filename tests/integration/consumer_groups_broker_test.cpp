@@ -277,6 +277,30 @@ TEST_F(ConsumerGroupsBroker, RedisStreamsGroupFollowsItsLogUnderAnotherURL) {
   brokers::redis_command(c.get(), {"DEL", stream, stream + ":checkpoints"});
 }
 
+// Operator finding A2 on Redis Streams: a stream deleted and re-created needs no error, because
+// entry ids are the server clock's milliseconds: the new stream's entries come after the group's
+// checkpoint and are all read (docs/consumers.md, "A log deleted and re-created").
+TEST_F(ConsumerGroupsBroker, RedisStreamDeletedAndRecreatedIsReadWhole) {
+  const std::string redis = env_text("OUTPOST_TEST_REDIS_URL");
+  if (redis.empty()) {
+    if (require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  auto ep = brokers::parse_redis_url(redis);
+  const std::string stream = brokers::unique_name("recreated");
+  const std::string url = "redis-stream://" + ep.host + ":" + std::to_string(ep.port) + "/" +
+                          stream + "?db=" + std::to_string(ep.db);
+  auto sink = open_redis_stream_sink(url);
+  fill_and_consume(*sink, url);
+  if (HasFatalFailure()) return;
+  auto c = brokers::redis_connect(ep);
+  brokers::redis_command(c.get(), {"DEL", stream});
+  auto fresh = events(2, 10);
+  for (auto& r : open_redis_stream_sink(url)->deliver(fresh)) ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(consume().handled, ids_of(fresh));
+  brokers::redis_command(c.get(), {"DEL", stream, stream + ":checkpoints"});
+}
+
 // Operator finding A2: a NATS stream deleted and re-created under a group restarts its sequences
 // at 1; the group's checkpoint (6) is past the new stream's end. The consumer stops with an error
 // naming the checkpoint, the end and `outpost consumers seek` (at its start, and while it reads),
