@@ -7,6 +7,9 @@
 #include "core/names.h"
 #include "core/url.h"
 #include "outpost/error.h"
+#ifdef OUTPOST_CONSUME_HAVE_POSTGRES
+#include "stores/postgres/config.h"
+#endif
 
 namespace outpost {
 namespace {
@@ -43,29 +46,18 @@ ParsedUrl parse_url(std::string_view text) {
     p.kind = ParsedUrl::Kind::postgres;
     if (!url.hierarchical())
       throw ConfigError("bad URL '" + p.redacted + "': use postgresql://user@host:port/db");
-    auto add = [&](std::string k, std::string v) {
-      p.keys.push_back(std::move(k));
-      p.values.push_back(std::move(v));
-    };
-    std::string hosts, ports;
-    for (const auto& hp : url.hosts()) {
-      hosts += (hosts.empty() ? "" : ",") + hp.host;
-      ports += (ports.empty() ? "" : ",") + std::to_string(hp.port ? hp.port : 5432);
-    }
-    if (!hosts.empty()) add("host", hosts), add("port", ports);
-    if (!url.user().empty()) add("user", url.user());
-    if (!url.password().empty()) add("password", url.password());
-    if (!url.path().empty()) add("dbname", url.path());
-    if (auto t = url.int_param("connect_timeout", 0, 86'400))
-      add("connect_timeout", std::to_string(*t));
-    else  // a server that is down must fail fast, not hang the consumer: the store's default
-      add("connect_timeout", "5");
-    for (const char* k : {"sslmode", "sslrootcert", "sslcert", "sslkey", "application_name",
-                          "target_session_attrs"})
-      if (auto v = url.param(k)) add(k, *v);
-    // Client-side deadline of each statement, the store's timeout_ms (docs/consumers.md).
-    if (auto v = url.int_param("timeout_ms", 1, 600'000)) p.io_timeout = Duration(*v);
-    p.where = (hosts.empty() ? "local socket" : hosts + ":" + ports) + "/" + url.path();
+#ifdef OUTPOST_CONSUME_HAVE_POSTGRES
+    // The outbox store's own parse of the connection (libpq's values checked, connect_timeout
+    // 5 s and application_name by default, timeout_ms): one URL connects alike in both
+    // (docs/consumers.md, "Checkpointed consumers").
+    pg::Endpoint ep = pg::parse_endpoint(url);
+    p.keys = std::move(ep.keys);
+    p.values = std::move(ep.values);
+    p.io_timeout = ep.timeout;
+    p.where = std::move(ep.where);
+#else
+    throw ConfigError("this build has no PostgreSQL support (postgresql:// checkpoint stores)");
+#endif
   } else {
     throw ConfigError("bad checkpoint store URL '" + p.redacted + "': scheme '" + url.scheme() +
                       "' is not supported (use sqlite:PATH or postgresql://…)");

@@ -87,6 +87,14 @@ TEST(ConsumerGroupsCli, BadInputIsExit2BeforeAnythingIsOpened) {
       {{"consumers", "--checkpoint", "sqlite:" + (dir / "cp.db") + "?bad=1", "delete", "--group",
         "g"},
        "bad"},
+      // libpq's values are checked when the URL is read, as for the outbox store (port 1:
+      // had anything been opened, the error would be a refused connection, exit 1).
+      {{"consumers", "--checkpoint", "postgresql://u@127.0.0.1:1/db?sslmode=bogus", "list"},
+       "parameter 'sslmode' must be one of"},
+      {{"consume", "--from", "file:" + (dir / "log.jsonl"), "--group", "g", "--checkpoint",
+        "postgresql://u@127.0.0.1:1/db?target_session_attrs=x", "--sink",
+        "file:" + (dir / "out.jsonl")},
+       "parameter 'target_session_attrs' must be one of"},
       // --limit as every listing takes it (docs/cli.md, "Integer flags").
       {{"consumers", "--checkpoint", cp, "dead", "--group", "g", "--limit", "0"},
        "--limit: must be a whole number from 1 to 100000000, got '0'"},

@@ -466,6 +466,27 @@ TEST(ConsumerConfig, BadUrlsAndOptionsNameTheProblem) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
   }
+  // The PostgreSQL connection parameters are read by the store's own parser
+  // (src/stores/postgres/config.h), libpq's values checked as for the outbox (docs/postgres.md):
+  // the consumer's copy of the parse took any sslmode and target_session_attrs, which failed
+  // only at connect time (exit 1) or not at all.
+  for (const auto& [query, named] : std::vector<std::pair<std::string, std::string>>{
+           {"sslmode=bogus", "'sslmode'"},
+           {"sslmode=", "'sslmode'"},
+           {"target_session_attrs=x", "'target_session_attrs'"},
+           {"connect_timeout=abc", "'connect_timeout'"},
+           {"timeout_ms=0", "'timeout_ms'"}}) {
+    try {
+      check_checkpoint_store_url("postgresql://u:secret@h:1/db?prefix=c&" + query);
+      ADD_FAILURE() << query << " was taken";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(check_checkpoint_store_url(
+      "postgresql://u@h:1/db?sslmode=verify-full&target_session_attrs=read-write&"
+      "application_name=billing&connect_timeout=3&timeout_ms=2000&prefix=c"));
 }
 
 // A source scheme registered with the factory (how the broker sources beside their sinks add

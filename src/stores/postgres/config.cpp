@@ -40,10 +40,16 @@ Config parse_config(std::string_view text, StoreOptions& options) {
     c.partitions_given = true;
   }
   if (auto v = url.int_param("partition_lease_ms", 200, 600'000)) c.partition_lease = Duration(*v);
-  // Client-side deadline of each statement (Endpoint::timeout), as Redis's timeout_ms.
-  if (auto v = url.int_param("timeout_ms", 1, 600'000)) c.endpoint.timeout = Duration(*v);
+  c.endpoint = parse_endpoint(url);
+  url.reject_unknown();
+  return c;
+}
 
-  auto& ep = c.endpoint;
+Endpoint parse_endpoint(const core::Url& url) {
+  Endpoint ep;
+  // Client-side deadline of each statement (Endpoint::timeout), as Redis's timeout_ms.
+  if (auto v = url.int_param("timeout_ms", 1, 600'000)) ep.timeout = Duration(*v);
+
   auto add = [&](std::string k, std::string v) {
     ep.keys.push_back(std::move(k));
     ep.values.push_back(std::move(v));
@@ -87,13 +93,12 @@ Config parse_config(std::string_view text, StoreOptions& options) {
       app_given |= std::string_view(k) == "application_name";
     }
   }
-  url.reject_unknown();
   // A server that is down must fail fast, not hang the relay; libpq's default is forever.
   if (!timeout_given) add("connect_timeout", "5");
   if (!app_given) add("application_name", "outpost");
   ep.where = (hosts.empty() ? std::string("local socket") : hosts + ":" + ports) +
              (db.empty() ? "" : "/" + db) + (url.user().empty() ? "" : " as " + url.user());
-  return c;
+  return ep;
 }
 
 }  // namespace outpost::pg

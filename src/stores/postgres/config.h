@@ -9,6 +9,10 @@
 #include "outpost/store.h"
 #include "stores/postgres/pg_conn.h"
 
+namespace outpost::core {
+class Url;
+}
+
 namespace outpost::pg {
 
 struct Config {
@@ -28,5 +32,14 @@ struct Config {
 // Parses the URL into libpq connection keywords and the outbox's names; the archive parameters
 // go into `options`. Throws ConfigError naming the parameter (never the password).
 Config parse_config(std::string_view url, StoreOptions& options);
+
+// The connection part of a postgresql:// URL: hosts, user, password, dbname, libpq's
+// connect_timeout, sslmode, sslrootcert, sslcert, sslkey, application_name and
+// target_session_attrs (values checked as libpq would take them), and timeout_ms. One parse for
+// the outbox store (parse_config) and the consumer's checkpoint store
+// (src/consume/checkpoint_store.cpp), so one URL connects alike in both. Marks those parameters
+// known on `url` (the caller reads its own and calls reject_unknown()); throws ConfigError
+// naming the parameter (never the password).
+Endpoint parse_endpoint(const core::Url& url);
 
 }  // namespace outpost::pg
