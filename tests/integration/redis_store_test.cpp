@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +33,7 @@
 #include "outpost/stores/redis.h"
 #include "server_process.h"
 #include "store_cases.h"
+#include "stores/redis/redis_url.h"
 
 namespace outpost {
 namespace {
@@ -439,6 +442,96 @@ TEST(RedisStoreLayout, AnEventWithoutItsBodyIsDeadLetteredNotAStall) {
   EXPECT_EQ(s.pending, 0);
   EXPECT_EQ(s.dead, 1);
   EXPECT_EQ(store->discard(std::vector<EventId>{events[1].id}), 1u);
+}
+
+// A hand-written emitter (docs/emit-contract.md, Redis) that gets the id's text or a body's
+// byte lengths wrong is refused by the append script, writing nothing; before, such events were
+// accepted and then delivered again and again (their acks named another id) or stopped the relay.
+TEST(RedisStoreLayout, TheAppendScriptRefusesEventsItCouldNotReadBack) {
+  REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
+  const std::string prefix = testing::unique_name("unreadable_");
+  PrefixGuard guard{base, prefix};
+  auto store = open_redis_store(with_prefix(base, prefix));
+  const std::string script = redis_store::append_script();
+  const std::string pending = "{" + prefix + "}:pending", b = "{" + prefix + "}:";
+  Ctx c = connect_url(base);
+  auto eval = [&](const std::string& id, const std::string& key, const std::string& body) {
+    const char* argv[] = {"EVAL", script.c_str(), "1",         pending.c_str(), b.c_str(),
+                          "1",    id.c_str(),     key.c_str(), body.c_str()};
+    size_t lens[9];
+    for (int i = 0; i < 9; ++i) lens[i] = std::strlen(argv[i]);
+    return Reply(static_cast<redisReply*>(redisCommandArgv(c.get(), 9, argv, lens)));
+  };
+  const std::string good_id = "01a219e1-f536-7032-84ed-97eec6e36005";
+  const std::string key = "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87";  // "ключ": 8 bytes, 4 characters
+  const std::string good_body = "8:" + key + "1:t16:17325000000000000:{}";
+  struct Case {
+    std::string id, key, body, why;
+  };
+  const Case cases[] = {
+      {"01A219E1-F536-7032-84ED-97EEC6E36005", key, good_body, "not a UUID in canonical lowercase"},
+      {"order-42", key, good_body, "not a UUID in canonical lowercase"},
+      {good_id, key, "4:" + key + "1:t16:17325000000000000:{}", "does not start with its key"},
+      {good_id, "", "0:1:t16:173250000000000x0:{}", "occurred_at"},
+      {good_id, "", "0:1:t16:17325000000000003:a{}", "headers of event"},
+      {good_id, "", "0:1:t", "occurred_at"},
+  };
+  for (const auto& k : cases) {
+    Reply r = eval(k.id, k.key, k.body);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->type, REDIS_REPLY_ERROR) << k.id << " " << k.body;
+    const std::string err(r->str, r->len);
+    EXPECT_NE(err.find("OUTPOST_UNREADABLE"), std::string::npos) << err;
+    EXPECT_NE(err.find(k.why), std::string::npos) << err;
+  }
+  EXPECT_EQ(store->stats().pending, 0);
+  Reply ok = eval(good_id, key, good_body);
+  ASSERT_EQ(ok->type, REDIS_REPLY_INTEGER) << (ok->type == REDIS_REPLY_ERROR ? ok->str : "");
+  auto batch = store->claim(10, 5s);
+  ASSERT_EQ(batch.events.size(), 1u);
+  EXPECT_EQ(batch.events[0].id.str(), good_id);
+  EXPECT_EQ(batch.events[0].key, key);
+  EXPECT_EQ(store->ack(batch, ids_of(batch.events)), 1u);
+}
+
+// An event whose id is in other text than canonical lowercase (written past the append
+// script's check, e.g. by an older build) stops a claim with `corrupt` naming it, as an
+// unreadable body does: delivering it would repeat forever, since no ack can name it.
+TEST(RedisStoreLayout, AClaimOfAnIdInUppercaseIsCorruptNotARedelivery) {
+  REQUIRE_URL("OUTPOST_TEST_REDIS_URL", base);
+  const std::string prefix = testing::unique_name("upper_");
+  PrefixGuard guard{base, prefix};
+  auto store = open_redis_store(with_prefix(base, prefix));
+  auto events = make_events(1, 0);
+  store->append(events);
+  const std::string lower = events[0].id.str();
+  std::string upper = lower;
+  for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const std::string b = "{" + prefix + "}:";
+  Ctx c = connect_url(base);
+  auto cmd = [&](const std::string& text) {
+    Reply(static_cast<redisReply*>(redisCommand(c.get(), text.c_str())));
+  };
+  Reply body(static_cast<redisReply*>(
+      redisCommand(c.get(), "HGET %s %s", (b + "v3:body").c_str(), lower.c_str())));
+  ASSERT_EQ(body->type, REDIS_REPLY_STRING);
+  Reply(static_cast<redisReply*>(redisCommand(c.get(), "HSET %s %s %b", (b + "v3:body").c_str(),
+                                              upper.c_str(), body->str, body->len)));
+  for (const char* z : {"v3:pending", "v3:live"}) {
+    Reply score(static_cast<redisReply*>(
+        redisCommand(c.get(), "ZSCORE %s %s", (b + z).c_str(), lower.c_str())));
+    ASSERT_EQ(score->type, REDIS_REPLY_STRING) << z;
+    cmd("ZADD " + b + z + " " + std::string(score->str, score->len) + " " + upper);
+    cmd("ZREM " + b + z + " " + lower);
+  }
+  cmd("HDEL " + b + "v3:body " + lower);
+  try {
+    auto batch = store->claim(10, 5s);
+    ADD_FAILURE() << "claimed " << batch.events.size() << " event(s) with id " << upper;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::corrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find(upper), std::string::npos) << e.what();
+  }
 }
 
 // --- writer lease and fencing ---------------------------------------------------------------

@@ -132,6 +132,7 @@ void throw_failure(const Failure& f) {
     for (auto [marker, ours] :
          {std::pair{std::string_view("OUTPOST_DUPLICATE"), ErrorCode::conflict},
           std::pair{std::string_view("OUTPOST_LAYOUT"), ErrorCode::corrupt},
+          std::pair{std::string_view("OUTPOST_UNREADABLE"), ErrorCode::config},
           std::pair{std::string_view("OUTPOST_PARTITIONS"), ErrorCode::config}}) {
       auto at = err.find(marker);
       if (at == std::string::npos) continue;

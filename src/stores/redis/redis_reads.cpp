@@ -76,7 +76,15 @@ std::vector<ArchivedEvent> read_archived(Client& client, const std::string& base
 // never reaches a claim: the claim script dead-letters that event.)
 void fill(StoredEvent& e, redisReply** f, const std::string& base, bool strict) {
   const std::string id = str(f[0]);
-  if (auto parsed = EventId::parse(id)) e.id = *parsed;
+  auto parsed = EventId::parse(id);
+  if (parsed) e.id = *parsed;
+  // An id in other text than ours (uppercase, or not a UUID: written by hand past append.lua's
+  // check) could be delivered but never acked by it: the relay stops on it instead.
+  if (strict &&
+      (!parsed || std::any_of(id.begin(), id.end(), [](char c) { return c >= 'A' && c <= 'F'; })))
+    throw Error(ErrorCode::corrupt, "redis",
+                "outbox " + base + ": event id '" + id +
+                    "' is not a UUID in canonical lowercase text (docs/emit-contract.md)");
   const redisReply* body = f[1];
   if ((!body || body->type != REDIS_REPLY_STRING ||
        !unpack_body(std::string_view(body->str, body->len), e)) &&

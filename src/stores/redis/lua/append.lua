@@ -5,10 +5,52 @@
 -- A duplicate id (in the call, or of a live or dead event) rejects the whole call unwritten.
 local bad = layout_error()
 if bad then return bad end
+-- An event the relay could not read back (docs/emit-contract.md, Redis) is refused here, before
+-- anything of the call is written, so a hand-written emitter sees the error in its EXEC reply
+-- instead of a relay that stops on the event later: the id must be canonical lowercase UUID
+-- text (acks and dead-lettering name the event by it) and the body four "<byte length>:"
+-- fields (redis_body.h), the first being the key argument.
+local uuid = '^' .. string.rep('[0-9a-f]', 8) .. '%-' .. string.rep('[0-9a-f]', 4) .. '%-' ..
+  string.rep('[0-9a-f]', 4) .. '%-' .. string.rep('[0-9a-f]', 4) .. '%-' ..
+  string.rep('[0-9a-f]', 12) .. '$'
+local function field(s, pos)
+  local colon = string.find(s, ':', pos, true)
+  if not colon or colon == pos or string.find(string.sub(s, pos, colon - 1), '[^0-9]') then
+    return nil
+  end
+  local len = tonumber(string.sub(s, pos, colon - 1))
+  if colon + len > #s then return nil end
+  return string.sub(s, colon + 1, colon + len), colon + len + 1
+end
+local function unreadable(id, key, body)
+  if not string.find(id, uuid) then
+    return 'event id ' .. id .. ' is not a UUID in canonical lowercase text'
+  end
+  local k, pos = field(body, 1)
+  if k ~= key then return 'the body of event ' .. id .. ' does not start with its key' end
+  local t, occurred, headers
+  t, pos = field(body, pos)
+  if t then occurred, pos = field(body, pos) end
+  if occurred then headers, pos = field(body, pos) end
+  if not headers or not string.find(occurred, '^%-?%d+$') then
+    return 'the body of event ' .. id .. ' is not <len>:key <len>:type <len>:occurred_at ' ..
+      '<len>:headers payload with byte lengths'
+  end
+  local hpos = 1
+  while hpos <= #headers do
+    local name, value
+    name, hpos = field(headers, hpos)
+    if name then value, hpos = field(headers, hpos) end
+    if not value then return 'the headers of event ' .. id .. ' are not <len>:name<len>:value pairs' end
+  end
+  return nil
+end
 local n = tonumber(ARGV[2])
 local ids, seen = {}, {}
 for i = 0, n - 1 do
   local id = ARGV[3 + i * 3]
+  local why = unreadable(id, ARGV[4 + i * 3], ARGV[5 + i * 3])
+  if why then return redis.error_reply('OUTPOST_UNREADABLE ' .. why .. ' (docs/emit-contract.md)') end
   if seen[id] then return redis.error_reply('OUTPOST_DUPLICATE duplicate event id ' .. id) end
   seen[id] = true
   ids[#ids + 1] = id
