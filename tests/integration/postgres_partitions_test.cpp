@@ -56,15 +56,16 @@ TEST(PostgresPartitions, OrderedClaimPlanDoesNotRescanPerCandidate) {
                     "UPDATE \"" + table +
                         "_partitions\" SET owner = 'pg4-test', fence = 1, lease_until = now() + "
                         "interval '1 hour'");
-  testing::pg_query(conn.get(), "PREPARE c(text, text, text) AS " + claim);
+  testing::pg_query(conn.get(), "PREPARE c(text, text, text, text[]) AS " + claim);
   for (int i = 0; i < 6; ++i)
-    testing::pg_query(conn.get(), "EXECUTE c('pg4-test-0', '30000', 'pg4-test')");
+    testing::pg_query(conn.get(), "EXECUTE c('pg4-test-0', '30000', 'pg4-test', '{}')");
   std::vector<Event> events;
   for (int i = 0; i < 300; ++i) events.push_back(Event::make("t", "{}", "k" + std::to_string(i)));
   store->append(events);
   testing::pg_query(conn.get(), "BEGIN");
   std::string plan = testing::pg_query(
-      conn.get(), "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE c('pg4-test-1', '30000', 'pg4-test')");
+      conn.get(),
+      "EXPLAIN (ANALYZE, COSTS OFF) EXECUTE c('pg4-test-1', '30000', 'pg4-test', '{}')");
   testing::pg_query(conn.get(), "ROLLBACK");
   std::istringstream lines(plan);
   std::string line;

@@ -47,11 +47,25 @@ void Membership::touch() {
 }
 
 void Membership::claimed(std::span<const std::int64_t> seqs, std::span<const int> parts,
-                         Duration lease) {
+                         std::span<const std::string> keys, Duration lease) {
   auto until = SteadyClock::now() + lease;
   std::lock_guard lock(rows_mu_);
-  for (std::size_t i = 0; i < seqs.size() && i < parts.size(); ++i)
-    rows_[seqs[i]] = Row{parts[i], until};
+  for (std::size_t i = 0; i < seqs.size() && i < parts.size() && i < keys.size(); ++i)
+    rows_[seqs[i]] = Row{parts[i], keys[i], until};
+}
+
+std::vector<std::string> Membership::busy_keys(std::span<const std::int64_t> except) {
+  std::set<std::string> keys;
+  auto now = SteadyClock::now();
+  {
+    std::lock_guard lock(rows_mu_);
+    for (const auto& [seq, row] : rows_) {
+      if (row.until <= now || row.key.empty()) continue;
+      if (std::find(except.begin(), except.end(), seq) != except.end()) continue;
+      keys.insert(row.key);
+    }
+  }
+  return {keys.begin(), keys.end()};
 }
 
 void Membership::settled(std::span<const std::int64_t> seqs) {

@@ -60,7 +60,12 @@ class Membership {
   // In-flight claims by seq, so that a surplus partition is released only once drained. Rows
   // are forgotten when settled (whatever the outcome or count), when a renew finds them lost,
   // or at their lease's end.
-  void claimed(std::span<const std::int64_t> seqs, std::span<const int> parts, Duration lease);
+  void claimed(std::span<const std::int64_t> seqs, std::span<const int> parts,
+               std::span<const std::string> keys, Duration lease);
+  // The keys (not empty) of this member's claims in flight, less the rows `except` (a batch
+  // being settled in the same transaction as the claim that asks). An ordered claim leaves
+  // them out before probing their heads (sql.h, Sql::claim_ordered).
+  std::vector<std::string> busy_keys(std::span<const std::int64_t> except);
   void settled(std::span<const std::int64_t> seqs);
   void renewed(std::span<const std::int64_t> seqs, Duration lease, bool kept);
 
@@ -68,6 +73,7 @@ class Membership {
   using SteadyClock = std::chrono::steady_clock;
   struct Row {
     int part;
+    std::string key;
     SteadyClock::time_point until;
   };
   // One heartbeat; returns whether the share grew. Caller holds beat_mu_.

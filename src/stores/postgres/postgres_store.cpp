@@ -232,7 +232,7 @@ class PostgresStore final : public Store {
     if (max == 0) return batch;
     membership_->before_claim();
     if (membership_->owned() == 0) return batch;  // nothing is claimable (see settle_and_claim)
-    pg::Stmt stmt = stmts_->claim(batch.lease.owner, max, lease, order);
+    pg::Stmt stmt = stmts_->claim(batch.lease.owner, max, lease, order, membership_->busy_keys({}));
     auto gate = membership_->claiming();
     auto r = session_.run(stmt);
     listener_.server_seen_up();
@@ -292,7 +292,10 @@ class PostgresStore final : public Store {
       // drops the others' rows (docs/postgres.md, "Partitions and owners"). Measured with 8
       // relays: such claims ran back to back and held off their members' heartbeats (which
       // exclude claims) for up to 1.2 s.
-      if (membership_->owned() > 0) claim = stmts_->claim(batch.lease.owner, max, lease, order);
+      // The batch settled in this same transaction does not hold its keys back.
+      if (membership_->owned() > 0)
+        claim = stmts_->claim(batch.lease.owner, max, lease, order,
+                              membership_->busy_keys(core::seqs_of(done, settled)));
     }
     std::vector<pg::Stmt*> steps;
     for (auto* s : {&acks, &nacks, &releases, &claim})
@@ -475,16 +478,18 @@ class PostgresStore final : public Store {
     batch.events.resize(static_cast<std::size_t>(n));
     std::vector<std::int64_t> seqs(static_cast<std::size_t>(n));
     std::vector<int> parts(static_cast<std::size_t>(n));
+    std::vector<std::string> keys(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
       auto k = static_cast<std::size_t>(i);
       read_event(r, i, batch.events[k]);
       seqs[k] = batch.events[k].seq;
       parts[k] = pg::get_i32(r, i, 10);
+      keys[k] = batch.events[k].key;
       batch.lease.fence = std::max(batch.lease.fence, pg::get_i64(r, i, 11));
     }
     std::sort(batch.events.begin(), batch.events.end(),
               [](const StoredEvent& a, const StoredEvent& b) { return a.seq < b.seq; });
-    if (n > 0) membership_->claimed(seqs, parts, lease);
+    if (n > 0) membership_->claimed(seqs, parts, keys, lease);
   }
 
   // ack reports its rows in the command tag (DELETE n / INSERT 0 n); nack and release SELECT

@@ -29,7 +29,7 @@ std::string text_array(const std::vector<std::string>& values) {
 }  // namespace
 
 Stmt RelayStatements::claim(const std::string& owner, std::size_t max, Duration lease,
-                            ClaimOrder order) const {
+                            ClaimOrder order, const std::vector<std::string>& busy_keys) const {
   const bool strict = order == ClaimOrder::strict;
   const bool ordered = strict || order == ClaimOrder::ordered;
   Stmt s;
@@ -43,6 +43,7 @@ Stmt RelayStatements::claim(const std::string& owner, std::size_t max, Duration 
   s.params.text(owner);
   s.params.text(std::to_string(std::max<std::int64_t>(lease.count(), 1)));
   s.params.text(member_);
+  if (ordered) s.params.text(text_array(busy_keys));
   s.what = "claim";
   return s;
 }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "outpost/store.h"
 #include "stores/postgres/session.h"
@@ -19,8 +20,10 @@ class RelayStatements {
   RelayStatements(const Sql& sql, bool archive, const std::string& member)
       : sql_(sql), archive_(archive), member_(member) {}
 
-  // $1 owner, $2 lease ms, $3 member.
-  Stmt claim(const std::string& owner, std::size_t max, Duration lease, ClaimOrder order) const;
+  // $1 owner, $2 lease ms, $3 member; ordered and strict: $4 `busy_keys`, the keys of the
+  // member's claims in flight (Membership::busy_keys).
+  Stmt claim(const std::string& owner, std::size_t max, Duration lease, ClaimOrder order,
+             const std::vector<std::string>& busy_keys) const;
 
   // Settlements; nullopt when none of the ids belongs to the batch (nothing can count).
   std::optional<Stmt> ack(const ClaimedBatch& batch, std::span<const EventId> ids) const;

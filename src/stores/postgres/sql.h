@@ -23,7 +23,8 @@ struct Sql {
   std::string insert;
   // Claims return kEventColumns, then part and fence.
   std::string claim_any;      // $1 owner, $2 lease ms, $3 member; {max}
-  std::string claim_ordered;  // same, only runs whose key head this statement locked
+  std::string claim_ordered;  // same, only runs whose key head this statement locked; $4 the
+                              // keys of the member's claims in flight (left out)
   std::string claim_strict;   // same, and no key with a dead letter
   std::string ack;            // $1 owner, $2 seqs, $3 member
   std::string ack_archive;    // same, moving the rows to the archive
