@@ -44,8 +44,9 @@ struct Relay::Impl {
   // "The daemon".
   bool stop_if_fatal(const std::string& what, const relay_detail::Failure& f);
 
-  // A claim or wait failed (an outage: retried) / answered. The first answer after failures says
-  // once that the store works again (on_notice), as the sink's pause says it is back.
+  // A claim, wait or settle call failed (an outage: retried) / answered. The first answer after
+  // failures says once that the store works again (on_notice), as the sink's pause says it is
+  // back.
   void store_failed();
   void store_answered();
 

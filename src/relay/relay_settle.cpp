@@ -42,10 +42,14 @@ std::optional<std::size_t> Relay::Impl::settle_call(const char* what, std::size_
   for (int attempt = 1;; ++attempt) {
     std::size_t done = 0;
     auto failure = failure_of([&] { done = call(); });
-    if (!failure) return done;
+    if (!failure) {
+      store_answered();
+      return done;
+    }
     if (stop_if_fatal(std::string(what) + " of " + std::to_string(count) + " events failed",
                       *failure))
       return std::nullopt;  // the lease expiry redelivers them, to a relay that can read them
+    store_failed();
     const char* next = attempt < tries ? " (retrying): "
                        : stopping_now  ? " (giving up; the lease expiry will redeliver them): "
                                        : " (kept: retried with backoff before anything new is "
@@ -158,8 +162,10 @@ void Relay::Impl::settle_and_claim(Batch& done, Batch& next) {
       store_failed_while_stopping = true;
     next.claimed = ClaimedBatch{};
     // A claim that reached a row the store cannot read: settle `done` on its own, then stop.
-    if (!stop_if_fatal("settle and claim failed", *failure))
+    if (!stop_if_fatal("settle and claim failed", *failure)) {
+      store_failed();
       store_error("settle and claim failed (settling again on its own): " + failure->text);
+    }
     prepare(next, started);
     settle(done);
     return;
