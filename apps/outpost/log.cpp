@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -32,8 +33,16 @@ std::shared_ptr<spdlog::logger>& logger() {
   return l;
 }
 std::atomic<bool> json_format{false};
+thread_local std::string thread_pipeline;  // PipelineLogScope
 
 }  // namespace
+
+PipelineLogScope::PipelineLogScope(const std::string& pipeline)
+    : previous_(std::exchange(thread_pipeline, pipeline)) {}
+
+PipelineLogScope::~PipelineLogScope() {
+  thread_pipeline = std::move(previous_);
+}
 
 void set_log_format(const std::string& command, const std::string& format) {
   json_format.store(format == "json");
@@ -47,7 +56,8 @@ bool json_logs() {
   return json_format.load();
 }
 
-void log(const std::string& line, const std::string& pipeline, spdlog::level::level_enum level) {
+void log(const std::string& line, const std::string& named, spdlog::level::level_enum level) {
+  const std::string& pipeline = named.empty() ? thread_pipeline : named;
   std::string text = redact(line);
   if (json_format.load()) {
     nlohmann::json fields{{"level", spdlog::level::to_string_view(level).data()}, {"msg", text}};

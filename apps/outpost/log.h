@@ -29,6 +29,22 @@ using outpost::escape_controls;
 void log(const std::string& line, const std::string& pipeline = {},
          spdlog::level::level_enum level = spdlog::level::info);
 
+// The pipeline whose thread this is, for as long as the scope lives (HostedPipeline::start, the
+// daemon's pipelines): a line logged on that thread without a pipeline of its own names it,
+// whoever logs it (a consumer's pause and its end, the store working again), so every line of a
+// pipeline carries its name (docs/operations.md, "Logs"). A pipeline's other threads log
+// through callbacks that name it, or hand their lines to its thread (the consumer's read-ahead).
+class PipelineLogScope {
+ public:
+  explicit PipelineLogScope(const std::string& pipeline);
+  ~PipelineLogScope();
+  PipelineLogScope(const PipelineLogScope&) = delete;
+  PipelineLogScope& operator=(const PipelineLogScope&) = delete;
+
+ private:
+  std::string previous_;
+};
+
 // A pipeline's delivery errors as warnings, thinned out as error_log.h says (a sink down fails
 // thousands), none with `quiet`.
 std::function<void(const std::string&)> error_log(const std::string& pipeline, bool quiet);

@@ -140,6 +140,8 @@ void check_urls(const AnyPipelineConfig& config) {
 
 void HostedPipeline::start(std::function<void()> on_exit) {
   thread_ = std::thread([this, on_exit = std::move(on_exit)] {
+    // Lines logged on this thread name the pipeline, also those whose callers do not (log.h).
+    PipelineLogScope scope(log_name_);
     try {
       run();
     } catch (const std::exception& e) {

@@ -119,7 +119,8 @@ struct ConsumerOptions {
   // Transitions an operator should see once, not per message (warning: something is wrong now
   // or may have cost messages): a log rotation followed, a log truncated in place (warning);
   // the destination down (warning) and back; the log or checkpoint store failing (warning) and
-  // working again. Must not throw; may be called from the read-ahead thread.
+  // working again. Must not throw. Called on the thread of run() or run_once(): what the source
+  // says while it reads ahead on another thread is said there after that read.
   std::function<void(const std::string&, bool warning)> on_notice;
   // An operator moved the group (`outpost consumers seek`, CheckpointStore::seek) to
   // `position`; the consumer reads on from there. What a handler remembers of messages it saw

@@ -68,6 +68,17 @@ void Consumer::Impl::notice(const std::string& m, bool warning) {
   }
 }
 
+void Consumer::Impl::flush_source_notices() noexcept {
+  std::vector<std::pair<std::string, bool>> said;
+  try {
+    std::lock_guard lock(source_notices->mu);
+    said.swap(source_notices->queued);
+  } catch (...) {  // a lock that failed: said with the next flush
+    return;
+  }
+  for (const auto& [m, warning] : said) notice(m, warning);
+}
+
 void Consumer::Impl::destination_unavailable(const std::string& why, Duration retry_after) {
   auto began = dest.unavailable(why, retry_after);
   if (!began) return;
@@ -153,11 +164,12 @@ void Consumer::Impl::load() {
     throw ConfigError("consumer group '" + options.group + "' reads '" + cp->source + "', not '" +
                       source.url() + "' (use another group name for another log)");
   if (options.on_notice)
-    source.set_notice(
-        [notice = options.on_notice, group = options.group](const std::string& m, bool warning) {
-          notice("group '" + group + "': " + m, warning);
-        });
+    source.set_notice([queue = source_notices](const std::string& m, bool warning) {
+      std::lock_guard lock(queue->mu);
+      queue->queued.emplace_back(m, warning);
+    });
   source.seek(cp ? cp->position : std::string());
+  flush_source_notices();
   gen = cp ? std::optional<std::int64_t>(cp->gen) : std::nullopt;
   gen_committing.reset();
   source.set_checkpoint_reader([this] {
@@ -178,6 +190,7 @@ std::size_t Consumer::Impl::run_once(const ConsumerHandler& handler) {
   purge_if_due();
   if (!handle_retries(handler)) load();  // moved: read from where the group is now
   auto msgs = source.read(options.batch_size, options.poll);
+  flush_source_notices();
   return handle(msgs, handler);
 }
 
@@ -195,6 +208,7 @@ std::size_t Consumer::Impl::run_once_ahead(const ConsumerHandler& handler,
     reader.request(options.batch_size, options.poll);
   }
   auto msgs = reader.take();
+  flush_source_notices();  // what the worker's read said
   if (!msgs.empty() && !stop_requested()) reader.request(options.batch_size, options.poll);
   return handle(msgs, handler);
 }
@@ -219,6 +233,7 @@ void Consumer::run(const ConsumerHandler& handler) {
     ~Settle() {
       if (ahead && ahead->quiesce()) impl.loaded = false;
       impl.ahead = nullptr;
+      impl.flush_source_notices();
     }
   } settle{*impl_, ahead};
   auto& last_message = impl_->last_progress;
@@ -226,6 +241,7 @@ void Consumer::run(const ConsumerHandler& handler) {
   int errors_in_a_row = 0;
   SteadyClock::time_point failing_since{};
   while (!impl_->stop_requested()) {
+    impl_->flush_source_notices();  // said by a read that failed (its error is handled below)
     try {
       std::size_t n = ahead ? impl_->run_once_ahead(handler, *ahead) : impl_->run_once(handler);
       if (errors_in_a_row > 0) {

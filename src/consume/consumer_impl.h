@@ -6,10 +6,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "consume/checkpoint_store.h"
@@ -71,6 +73,16 @@ struct Consumer::Impl {
     if (options.on_error) options.on_error(m);
   }
   void notice(const std::string& m, bool warning);
+  // The source's notices (a file log rotated or truncated) come on the thread that reads, the
+  // read-ahead's worker too: queued here, they are said on the consumer's thread by
+  // flush_source_notices(), so on_notice always runs there (a host names the pipeline by its
+  // thread: apps/outpost/log.h). Shared with the source's callback, which may outlive a run().
+  struct SourceNotices {
+    std::mutex mu;
+    std::vector<std::pair<std::string, bool>> queued;
+  };
+  std::shared_ptr<SourceNotices> source_notices = std::make_shared<SourceNotices>();
+  void flush_source_notices() noexcept;
 
   // ---- the destination's pause (docs/consumers.md, "Failure classes") ----------------------
   // A message found the destination down or busy: pause (or stay paused). Said once per outage.

@@ -214,4 +214,107 @@ TEST_F(DaemonOperatorTest, ARowTheStoreCannotReadStopsOnlyItsPipelineAndShowsWhy
   EXPECT_EQ(daemon_->wait(60s), 0) << log();
 }
 
+// A port on 127.0.0.1 that nothing listens on, for now.
+int free_port() {
+  httplib::Server probe;
+  return probe.bind_to_any_port("127.0.0.1");
+}
+
+// F6: the lines of a sink's or destination's pause carried no pipeline: JSON lines had no
+// "pipeline" field and text lines no "[name]" for a consumer's "group 'g': destination down ..." /
+// "... back after ...". Every line of a pipeline names it, relays and consumers, both formats.
+TEST_F(DaemonOperatorTest, PauseLinesOfRelaysAndConsumersNameTheirPipeline) {
+#ifndef OUTPOST_TEST_HAVE_CONSUME
+  GTEST_SKIP() << "this build has no consume";
+#endif
+  const std::string source = dir_ / "s.db", log_file = dir_ / "log.jsonl";
+  emit(source, "a", 2);
+  auto r = run_cli(
+      {"relay", "--store", "sqlite:" + source, "--sink", "file:" + log_file, "--until-empty"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const std::string format : {"json", "text"}) {
+    SCOPED_TRACE(format);
+    const int hook_port = free_port();
+    ASSERT_GT(hook_port, 0);
+    const std::string hook = "http://127.0.0.1:" + std::to_string(hook_port);
+    const std::string relay_db = dir_ / ("r-" + format + ".db");
+    emit(relay_db, "b");
+    const std::string fast = "backoff_base_ms = 100\nbackoff_max_ms = 1000\n";
+    start("[log]\nformat = \"" + format + "\"\n" +
+              relay("rel", "sqlite:" + relay_db, hook + "/y", fast) +
+              "\n[[consume]]\nname = \"webhook-c\"\nfrom = \"file:" + log_file +
+              "\"\ngroup = \"g\"\ncheckpoint = \"sqlite:" + dir_ / ("cp-" + format + ".db") +
+              "\"\nsink = \"" + hook + "/x\"\n" + fast,
+          /*http=*/false);
+    ASSERT_TRUE(eventually([&] {
+      return log_has("sink 'http' down since") && log_has("destination down since");
+    })) << log();
+    // The destination comes up: both pauses end.
+    httplib::Server server;
+    server.Post(".*", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+    ASSERT_TRUE(server.bind_to_port("127.0.0.1", hook_port));
+    std::thread serving([&] { server.listen_after_bind(); });
+    EXPECT_TRUE(eventually([&] {
+      return log_has("sink 'http' is back after") && log_has("destination back after");
+    })) << log();
+    daemon_->signal(SIGTERM);
+    EXPECT_EQ(daemon_->wait(60s), 0) << log();
+    server.stop();
+    serving.join();
+    const std::vector<std::pair<std::string, std::string>> pipeline_of{
+        {"sink 'http' down since", "rel"},
+        {"sink 'http' is back after", "rel"},
+        {"group 'g': destination down since", "webhook-c"},
+        {"group 'g': destination back after", "webhook-c"}};
+    for (const auto& [what, pipeline] : pipeline_of) {
+      auto lines = lines_with(what);
+      EXPECT_EQ(lines.size(), 1u) << what << "\n" << log();
+      for (const auto& line : lines) {
+        if (format == "json") {
+          auto j = nlohmann::json::parse(line.substr(line.find('{')));
+          EXPECT_EQ(j.value("pipeline", ""), pipeline) << line;
+        } else {
+          EXPECT_EQ(line.rfind("outpost run: [" + pipeline + "] " + what, 0), 0u) << line;
+        }
+      }
+    }
+    daemon_.reset();
+    std::filesystem::remove(log_);
+  }
+}
+
+// N1: after "claim failed (backing off)" lines the relay never said its store was back (a
+// consumer says "the log and the checkpoint store work again after ..."). Now once per outage.
+TEST(RelayStoreBack, OutpostRelaySaysOnceThatItsStoreWorksAgain) {
+  TempDir dir;
+  const std::string db = dir / "o.db";
+  emit(db, "a");
+  const std::string log = dir / "relay.log";
+  CliProcess relay({"relay", "--store", "sqlite:" + db + "?busy_timeout_ms=50", "--sink",
+                    "file:" + dir / "out.jsonl"},
+                   log);
+  ASSERT_TRUE(eventually([&] { return event_ids_in(read_file(dir / "out.jsonl")).size() == 1; }))
+      << read_file(log);
+  // Another process holds the database's write lock: the relay's claims fail and back off.
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+  // (A claim, or the settling of the batch just delivered: either is retried.)
+  const bool failing = eventually([&] { return count_of(read_file(log), "locked") >= 2; });
+  sqlite3_exec(h, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(h);
+  ASSERT_TRUE(failing) << read_file(log);
+  emit(db, "b");
+  EXPECT_TRUE(eventually([&] { return event_ids_in(read_file(dir / "out.jsonl")).size() == 2; }))
+      << read_file(log);
+  EXPECT_TRUE(eventually([&] {
+    return read_file(log).find("outpost relay: the store works again after") != std::string::npos;
+  })) << read_file(log);
+  relay.signal(SIGTERM);
+  EXPECT_EQ(relay.wait(60s), 0) << read_file(log);
+  const std::string all = read_file(log);
+  EXPECT_EQ(count_of(all, "the store works again after"), 1u) << all;
+  EXPECT_NE(all.find(" failed calls)"), std::string::npos) << all;
+}
+
 }  // namespace
