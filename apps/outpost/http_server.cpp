@@ -3,9 +3,12 @@
 #include <httplib.h>
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <utility>
@@ -114,6 +117,13 @@ HttpServer::HttpServer(const std::string& addr, const std::string& flag,
 
   httplib::Server& server = impl_->server;
   server.set_payload_max_length(kMaxBody);
+  // SO_REUSEADDR only: cpp-httplib's default adds SO_REUSEPORT, which lets a second daemon bind
+  // the same address and the kernel split probes, scrapes and dashboard actions between the two
+  // (docs/operations.md, "Connections"). A second bind must fail instead.
+  server.set_socket_options([](int sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   // Before any route and before a body is read: the Host rule, then the guards, so an
   // unauthenticated POST is answered without reading what it sends. Routes and guards are all
   // registered before listen(): the handler reads them without a lock.
@@ -203,13 +213,18 @@ void HttpServer::guard(const std::string& name, Guard guard) {
 void HttpServer::listen() {
   httplib::Server& server = impl_->server;
   const char* host = impl_->host.c_str();
+  errno = 0;  // what the failed bind() left, for the message (cpp-httplib returns only false)
   if (impl_->requested_port == 0) {
     impl_->port = server.bind_to_any_port(host);
   } else {
     impl_->port = server.bind_to_port(host, impl_->requested_port) ? impl_->requested_port : -1;
   }
-  if (impl_->port <= 0)
-    throw Error(ErrorCode::connection, "http", impl_->flag + ": cannot listen on " + impl_->addr);
+  if (impl_->port <= 0) {
+    const int err = errno;
+    throw Error(ErrorCode::connection, "http",
+                impl_->flag + ": cannot listen on " + impl_->addr +
+                    (err ? std::string(": ") + std::strerror(err) : std::string()));
+  }
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
 }
 

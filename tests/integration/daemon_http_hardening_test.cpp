@@ -277,4 +277,26 @@ TEST_F(DaemonHttpHardening, AChunkedBodyIsHeldToTheSameLimit) {
   EXPECT_EQ(status_of(r), 405) << r;
 }
 
+// A15: a second daemon on an address the first one serves is refused (exit 1 naming the address
+// and the reason), not let in beside it by SO_REUSEPORT to take half of the requests.
+TEST_F(DaemonHttpHardening, ASecondDaemonOnTheSameAddressIsRefused) {
+  int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
+                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+  ASSERT_GT(port, 0) << log();
+  const std::string second = dir_ / "second.toml";
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  write_file(second, "[http]\nlisten = \"" + addr + "\"\n" +
+                         relay("other", "memory:", "file:" + dir_ / "b.jsonl"));
+  auto r = run_cli({"run", "--config", second}, {}, 60s);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("cannot listen on " + addr), std::string::npos) << r.all();
+  EXPECT_NE(r.err.find("in use"), std::string::npos) << r.all();
+  // The first one still answers every request.
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(
+        status_of(raw_http(
+            port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", 10s)),
+        200);
+}
+
 }  // namespace
