@@ -334,7 +334,7 @@ TEST(NatsClassify, StatusesAndJetStreamCodes) {
   using nats::Outcome;
   for (natsStatus s :
        {NATS_NO_RESPONDERS, NATS_TIMEOUT, NATS_CONNECTION_CLOSED, NATS_CONNECTION_DISCONNECTED,
-        NATS_NO_SERVER, NATS_STALE_CONNECTION, NATS_IO_ERROR})
+        NATS_NO_SERVER, NATS_STALE_CONNECTION, NATS_IO_ERROR, NATS_INSUFFICIENT_BUFFER})
     EXPECT_EQ(classify(s, 0), Outcome::unavailable) << natsStatus_GetText(s);
   for (natsStatus s : {NATS_MAX_PAYLOAD, NATS_INVALID_SUBJECT, NATS_ERR})
     EXPECT_EQ(classify(s, 0), Outcome::refused) << natsStatus_GetText(s);

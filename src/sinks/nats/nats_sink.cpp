@@ -66,6 +66,9 @@ Outcome classify(natsStatus status, int js_code) {
     case NATS_SECURE_CONNECTION_REQUIRED:
     case NATS_SSL_ERROR:
     case NATS_NO_MEMORY:
+    // While the server is away the client keeps publishes in its reconnect buffer; once that is
+    // full a publish fails with this: the same outage, not a refusal of the event.
+    case NATS_INSUFFICIENT_BUFFER:
       return Outcome::unavailable;
     default:
       return Outcome::refused;
