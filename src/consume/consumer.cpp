@@ -168,6 +168,7 @@ void Consumer::Impl::load() {
       std::lock_guard lock(queue->mu);
       queue->queued.emplace_back(m, warning);
     });
+  source.set_group(options.group);  // so a source's errors name the group and its way out
   source.seek(cp ? cp->position : std::string());
   flush_source_notices();
   gen = cp ? std::optional<std::int64_t>(cp->gen) : std::nullopt;

@@ -421,7 +421,7 @@ TEST_F(ConsumerGroupsBroker, KafkaCheckpointPastTheTopicsEndIsAnError) {
               std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find("ends at offset 6"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("`outpost consumers seek --group "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("`outpost consumers seek --group g --to "), std::string::npos) << r.err;
   }
   auto r = run_cli({"consumers", "--checkpoint", cp_, "list", "--json"});
   ASSERT_EQ(r.code, 0) << r.all();

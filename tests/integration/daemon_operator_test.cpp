@@ -107,6 +107,39 @@ TEST(RelayCorruptRow, OutpostRelayExitsOneWithTheStoresErrorInsteadOfRetrying) {
   }
 }
 
+// Operator finding A9 and the rest of F9: the error names the row, so an operator can fix or
+// delete it; a state row whose body INSERT never came (a writer outside one transaction) stops
+// the relay the same way instead of stalling every key with a claim error naming nothing.
+TEST(RelayCorruptRow, TheErrorNamesTheRowAndARowWithoutItsBodyIsOneToo) {
+  TempDir dir;
+  const std::string db = dir / "o.db";
+  create_outbox(db);
+  emit(db, "k2", 2);
+  insert_unreadable_row(db, "k1");  // seq 3
+  auto r = run_cli(
+      {"relay", "--store", "sqlite:" + db, "--sink", "file:" + dir / "out.jsonl", "--until-empty"},
+      {}, 60s);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("headers column is not a JSON object (row seq 3, event "), std::string::npos)
+      << r.err;
+  auto list = run_cli({"events", "--store", "sqlite:" + db, "list"});
+  EXPECT_EQ(list.code, 1) << list.all();
+  EXPECT_NE(list.err.find("(row seq 3, event "), std::string::npos) << list.err;
+
+  const std::string db2 = dir / "o2.db";
+  create_outbox(db2);
+  emit(db2, "k2", 2);
+  sql(db2, "INSERT INTO outbox (key) VALUES ('k1');");  // seq 3, its body INSERT forgotten
+  emit(db2, "k3");
+  r = run_cli({"relay", "--store", "sqlite:" + db2, "--sink", "file:" + dir / "out2.jsonl",
+               "--until-empty"},
+              {}, 60s);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("corrupt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("without a row in 'outbox_body' (row seq 3;"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("backing off"), std::string::npos) << r.err;
+}
+
 class DaemonOperatorTest : public ::testing::Test {
  protected:
   // Starts `outpost run` on `text`; with `http`, returns the port it serves on.

@@ -137,10 +137,13 @@ bool claim_in_txn(Conn& c, const SqlText& sql, ClaimedBatch& batch, std::int64_t
     e.key = std::move(picked[next].key);
     ++next;
   }
+  // Rows come in seq order, so the first picked row without a body row is where reading stopped:
+  // a writer's second INSERT that never came (docs/emit-contract.md). Named, to be fixed.
   if (batch.events.size() != picked.size())
-    throw Error(
-        ErrorCode::corrupt, "sqlite",
-        "outbox '" + sql.table + "': claimed events without a row in '" + sql.table + "_body'");
+    throw Error(ErrorCode::corrupt, "sqlite",
+                "outbox '" + sql.table + "': claimed events without a row in '" + sql.table +
+                    "_body' (row seq " + std::to_string(picked[next].seq) +
+                    "; give it its body row or delete it)");
   return truncated;
 }
 

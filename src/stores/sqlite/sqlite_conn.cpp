@@ -213,8 +213,10 @@ std::string column_blob(sqlite3_stmt* s, int i) {
 
 void read_event(sqlite3_stmt* s, StoredEvent& e, int first) {
   e.seq = sqlite3_column_int64(s, first);
+  // The row is named so an operator can fix or delete it (docs/emit-contract.md).
   if (sqlite3_column_bytes(s, first + 1) != 16)
-    throw Error(ErrorCode::corrupt, "sqlite", "event id column is not a 16-byte blob");
+    throw Error(ErrorCode::corrupt, "sqlite",
+                "event id column is not a 16-byte blob (row seq " + std::to_string(e.seq) + ")");
   e.id = EventId::from_bytes(static_cast<const std::uint8_t*>(sqlite3_column_blob(s, first + 1)));
   e.type = column_text(s, first + 2);
   e.key = column_text(s, first + 3);
@@ -223,7 +225,10 @@ void read_event(sqlite3_stmt* s, StoredEvent& e, int first) {
   e.headers.clear();
   if (sqlite3_column_type(s, first + 6) != SQLITE_NULL) {
     auto headers = core::headers_from_json(column_text(s, first + 6));
-    if (!headers) throw Error(ErrorCode::corrupt, "sqlite", "headers column is not a JSON object");
+    if (!headers)
+      throw Error(ErrorCode::corrupt, "sqlite",
+                  "headers column is not a JSON object (row seq " + std::to_string(e.seq) +
+                      ", event " + e.id.str() + ")");
     e.headers = std::move(*headers);
   }
   e.attempts = sqlite3_column_int(s, first + 7);

@@ -70,7 +70,8 @@ std::vector<EventState> read_states(Conn& c, const std::string& sql, std::size_t
     EventState& e = out.emplace_back();
     e.seq = sqlite3_column_int64(s, 0);
     if (sqlite3_column_bytes(s, 1) != 16)
-      throw Error(ErrorCode::corrupt, "sqlite", "event id column is not a 16-byte blob");
+      throw Error(ErrorCode::corrupt, "sqlite",
+                  "event id column is not a 16-byte blob (row seq " + std::to_string(e.seq) + ")");
     e.id = EventId::from_bytes(static_cast<const std::uint8_t*>(sqlite3_column_blob(s, 1)));
     e.type = column_text(s, 2);
     e.key = column_text(s, 3);
