@@ -99,10 +99,40 @@ TEST(RedisStreamSource, LaggingConsumerKeepsItsEntriesThroughTrimmingAndReadsOnO
   EXPECT_LT(source->lag(""), 200);
 }
 
+// Operator finding A14: a hash-tagged stream name (what a stream on Redis Cluster needs) was
+// refused as if it were the sink's {type} template, so what the sink wrote could not be consumed.
+TEST(RedisStreamSource, AHashTaggedStreamIsReadAsTheSinkWroteIt) {
+  auto redis = testing::env("OUTPOST_TEST_REDIS_URL");
+  if (!redis) {
+    if (testing::require_all_endpoints()) FAIL() << "OUTPOST_TEST_REDIS_URL not set";
+    GTEST_SKIP() << "OUTPOST_TEST_REDIS_URL not set";
+  }
+  std::string hostport = redis->substr(8, redis->find('/', 8) - 8);
+  std::string url = "redis-stream://" + hostport + "/{" + testing::unique_name("tag") + "}.orders";
+  auto sink = open_redis_stream_sink(url);
+  std::vector<StoredEvent> sent = events(5, 0);
+  for (auto& r : sink->deliver(sent)) ASSERT_TRUE(r.ok()) << r.error;
+  auto store = open_checkpoint_store("sqlite:" + testing::temp_dir() + "/" +
+                                     testing::unique_name("ct") + ".db");
+  auto source = open_source(url);
+  ConsumerOptions o;
+  o.group = "tagged";
+  o.poll = 50ms;
+  o.until_idle = 300ms;
+  std::vector<Event> got;
+  Consumer c(*source, *store, o);
+  c.run([&](ConsumerBatch& b) {
+    for (const auto& m : b.messages()) got.push_back(m.event);
+  });
+  ASSERT_EQ(got.size(), sent.size());
+  for (std::size_t i = 0; i < sent.size(); ++i) EXPECT_EQ(got[i].id, sent[i].id);
+}
+
 TEST(RedisStreamSource, BadUrlsNameThePart) {
   EXPECT_THROW(open_source("redis-stream://h:1/"), ConfigError);
   EXPECT_THROW(open_source("redis-stream://h:1/s?bogus=1"), ConfigError);
   EXPECT_THROW(open_source("redis-stream://h:1/events.{type}"), ConfigError);
+  EXPECT_THROW(open_source("redis-stream://h:1/{shop}.{type}"), ConfigError);
   EXPECT_NO_THROW(open_source("redis-stream://:pw@h:1/s?db=2"));
 }
 
