@@ -466,6 +466,17 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
       if (!array[i].is_table()) fail(at(file, array[i]), "each relay must be a table: [[relay]]");
       PipelineConfig p = read_relay(file, array[i], i, env);
       unique_name(array[i], "relay", p.name);
+      // Relays on one outbox share its events (each event goes to one of them), so two of them
+      // with different sinks would split the events between the sinks, not copy them. A memory:
+      // store is each pipeline's own.
+      for (const auto& other : config.relays)
+        if (other.store == p.store && other.sink != p.sink && p.store.rfind("memory:", 0) != 0)
+          fail(at(file, array[i].as_table().at("sink")) + "[[relay]] '" + p.name + "': ",
+               "key 'sink': relay '" + other.name +
+                   "' already delivers this store's events to another sink; relays on one "
+                   "outbox share its events, so each sink would get only some of them (to send "
+                   "every event to two destinations, relay into a log and consume it twice: "
+                   "docs/operations.md)");
       config.relays.push_back(std::move(p));
     }
   }

@@ -36,15 +36,18 @@ std::string whole_number_error(std::string_view text, std::size_t low, std::size
 }
 
 void add_limit_option(CLI::App* sub, std::size_t& limit, const char* help) {
-  // A check on the text as given: it runs before the generic integer rule (main.cpp), whose
-  // words ("non-negative") would say that 0 is allowed.
+  // A check on the text as given, in place of the generic integer rule (main.cpp), whose words
+  // ("non-negative") would say that 0 is allowed. Like that rule it hands the number on in
+  // canonical form: CLI11's own conversion would read '010' as octal.
   sub->add_option("--limit", limit, help)
       ->capture_default_str()
       ->type_name("N")
-      ->check(CLI::Validator(
+      ->transform(CLI::Validator(
           [](std::string& text) {
             std::size_t n = 0;
-            return whole_number_error(text, 1, kMaxLimitFlag, n);
+            std::string error = whole_number_error(text, 1, kMaxLimitFlag, n);
+            if (error.empty()) text = std::to_string(n);
+            return error;
           },
           "1.." + std::to_string(kMaxLimitFlag), "limit"));
 }

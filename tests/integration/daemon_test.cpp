@@ -231,6 +231,33 @@ TEST_F(DaemonTest, CheckNamesFileLineAndKeyAndExits2) {
   EXPECT_NE(r.err.find("missing.toml: cannot read"), std::string::npos) << r.err;
 }
 
+// Operator finding A13: two relays on one store with different sinks passed `check` and split
+// the events between the sinks (one got all 50, the other none). Refused like two consumers of
+// one group; the same sink (more relays for throughput) and memory: stores stay allowed.
+TEST_F(DaemonTest, TwoRelaysOnOneStoreWithDifferentSinksAreRefused) {
+  auto file = dir_ / "fan.toml";
+  auto relay = [&](const std::string& name, const std::string& store, const std::string& sink) {
+    return "[[relay]]\nname = \"" + name + "\"\nstore = \"" + store + "\"\nsink = \"" + sink +
+           "\"\n";
+  };
+  const std::string store = "sqlite:" + dir_ / "fan.db";
+  write_file(file, relay("to-file", store, "file:" + dir_ / "fan1.jsonl") + "\n" +
+                       relay("to-other-file", store, "file:" + dir_ / "fan2.jsonl"));
+  auto r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 2) << r.all();
+  EXPECT_NE(r.err.find(":9: [[relay]] 'to-other-file': key 'sink': relay 'to-file' already "
+                       "delivers this store's events to another sink"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "fan.db")) << "check opens nothing";
+  write_file(file, relay("a", store, "file:" + dir_ / "fan1.jsonl") + "\n" +
+                       relay("b", store, "file:" + dir_ / "fan1.jsonl") + "\n" +
+                       relay("c", "memory:", "file:" + dir_ / "m1.jsonl") + "\n" +
+                       relay("d", "memory:", "file:" + dir_ / "m2.jsonl"));
+  r = run_cli({"check", "--config", file});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 // A bad parameter of a [[relay]] store URL is found by the store's parse-only check: exit 2
 // naming file, line and key, and nothing is opened or created. Before: `check` looked at the
 // scheme only, passed these, and `run` found them by opening the store.
