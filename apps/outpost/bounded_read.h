@@ -75,6 +75,8 @@ class BoundedReads {
           value = read();
         } catch (const std::exception& e) {
           error = e.what();
+        } catch (...) {  // nothing may leave a detached thread: that would end the daemon
+          error = "an unknown error";
         }
         std::lock_guard<std::mutex> lock(slot->mutex);
         slot->value = std::move(value);
