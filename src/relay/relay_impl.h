@@ -44,9 +44,11 @@ struct Relay::Impl {
   // "The daemon".
   bool stop_if_fatal(const std::string& what, const relay_detail::Failure& f);
 
-  // A claim, wait or settle call failed (an outage: retried) / answered. The first answer after
-  // failures says once that the store works again (on_notice), as the sink's pause says it is
-  // back.
+  // A claim, wait or settle call failed (an outage: retried) / a claim answered. The first claim
+  // answered after failures says once that the store works again (on_notice), as the sink's
+  // pause says it is back. Only a claim ends an outage: it is the call every cycle makes, so a
+  // settle that happens to pass between failing claims does not split one outage into two, nor
+  // does a claim that passed make a settle failing after it look like the store's return.
   void store_failed();
   void store_answered();
 

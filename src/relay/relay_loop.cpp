@@ -107,6 +107,7 @@ std::size_t Relay::Impl::cycle(std::size_t max) {
   Batch& b = slots[0];
   const auto started = SteadyClock::now();
   b.claimed = store.claim(max, options.lease, options.order);
+  store_answered();
   prepare(b, started);
   if (b.empty()) return 0;
   const std::size_t n = b.claimed.events.size();
@@ -129,13 +130,16 @@ bool Relay::Impl::start_delivery(Batch& slot) {
 void Relay::Impl::prefetch(Batch& slot) {
   slot.claimed = ClaimedBatch{};
   const auto started = SteadyClock::now();
-  if (held.empty())
-    if (auto failure = failure_of(
-            [&] { slot.claimed = store.claim(options.batch_size, options.lease, options.order); });
-        failure && !stop_if_fatal("claim failed", *failure)) {
+  if (held.empty()) {
+    auto failure = failure_of(
+        [&] { slot.claimed = store.claim(options.batch_size, options.lease, options.order); });
+    if (!failure) {
+      store_answered();
+    } else if (!stop_if_fatal("claim failed", *failure)) {
       store_failed();
       store_error("claim failed: " + failure->text);
     }
+  }
   prepare(slot, started);
 }
 
@@ -154,7 +158,6 @@ bool Relay::Impl::claim_or_back_off(F&& step) {
   auto failure = failure_of(step);
   if (!failure) {
     error_backoff = Duration{0};
-    store_answered();
     return true;
   }
   if (stop_if_fatal("claim failed", *failure)) return false;
@@ -190,6 +193,7 @@ void Relay::Impl::pipelined_run() {
       if (!found_nothing && !claim_or_back_off([&] {
             const auto started = SteadyClock::now();
             delivering->claimed = store.claim(options.batch_size, options.lease, options.order);
+            store_answered();
             prepare(*delivering, started);
           }))
         continue;

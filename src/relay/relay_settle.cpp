@@ -42,10 +42,7 @@ std::optional<std::size_t> Relay::Impl::settle_call(const char* what, std::size_
   for (int attempt = 1;; ++attempt) {
     std::size_t done = 0;
     auto failure = failure_of([&] { done = call(); });
-    if (!failure) {
-      store_answered();
-      return done;
-    }
+    if (!failure) return done;
     if (stop_if_fatal(std::string(what) + " of " + std::to_string(count) + " events failed",
                       *failure))
       return std::nullopt;  // the lease expiry redelivers them, to a relay that can read them
@@ -170,6 +167,7 @@ void Relay::Impl::settle_and_claim(Batch& done, Batch& next) {
     settle(done);
     return;
   }
+  store_answered();
   prepare(next, started);
   bool fenced = counts.acked < done.acks.size() || counts.nacked < done.nacks.size() ||
                 counts.released < done.releases.size();

@@ -26,6 +26,10 @@ class ClaimFailing final : public StoreWrapper {
   std::atomic<int> failures{0};
   ErrorCode code = ErrorCode::corrupt;
   std::atomic<int> claims{0};
+  // The claim inside settle_and_claim throws `code` this many times, after its settlement was
+  // made; each such failure then arms `failures_after_combined` failures of the plain claims.
+  std::atomic<int> combined_failures{0};
+  int failures_after_combined = 0;
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
     ++claims;
@@ -36,6 +40,16 @@ class ClaimFailing final : public StoreWrapper {
                                 SettleCounts& counts, std::size_t max, Duration lease,
                                 ClaimOrder order) override {
     // The separate calls, so every claim goes through claim() above.
+    int n = combined_failures.load();
+    if (n > 0 && combined_failures.compare_exchange_strong(n, n - 1)) {
+      counts = {};
+      if (!settlement.acks.empty()) counts.acked = target().ack(done, settlement.acks);
+      if (!settlement.nacks.empty()) counts.nacked = target().nack(done, settlement.nacks);
+      if (!settlement.releases.empty())
+        counts.released = target().release(done, settlement.releases);
+      failures = failures_after_combined;
+      fail();
+    }
     return Store::settle_and_claim(done, settlement, counts, max, lease, order);
   }
 
@@ -185,6 +199,38 @@ TEST_P(RelayCorruptTest, AStoreOutageIsRetriedAndItsEndSaidOncePerOutage) {
   ASSERT_EQ(notices.size(), 2u);
   EXPECT_NE(notices[1].find("2 failed"), std::string::npos) << notices[1];
   EXPECT_EQ(relay.counters().store_errors, 5u);
+}
+
+// One outage seen first by the claim inside settle_and_claim (its settlement went through) and
+// then by a plain claim: the settlement the relay makes again on its own in between answers, but
+// the outage is not over until a claim answers, so it is said once, counting both failed claims.
+TEST_P(RelayCorruptTest, ASettlementBetweenFailingClaimsDoesNotEndTheOutage) {
+  auto store = std::make_shared<ClaimFailing>(make_store());
+  store->code = ErrorCode::connection;
+  store->append(make_events(12, "t"));
+  HandlerSink sink;
+  std::atomic<int> handled{0};
+  sink.on("t", [&](const StoredEvent&) { ++handled; });
+  store->combined_failures = 1;
+  store->failures_after_combined = 1;
+  RelayOptions o;
+  o.poll_interval = 20ms;
+  o.batch_size = 2;  // full batches: the relay claims ahead, settling through settle_and_claim
+  o.pipeline = true;
+  Reports reports;
+  reports.wire(o);
+  Relay relay(*store, sink, o);
+  std::thread t([&] { relay.run(); });
+  EXPECT_TRUE(eventually([&] { return handled.load() >= 12; }, 30'000ms));
+  EXPECT_TRUE(eventually([&] { return !reports.notices_now().empty(); }, 30'000ms));
+  relay.stop();
+  t.join();
+  EXPECT_EQ(store->combined_failures.load(), 0)
+      << "the relay never settled through settle_and_claim";
+  auto notices = reports.notices_now();
+  ASSERT_EQ(notices.size(), 1u) << ::testing::PrintToString(notices);
+  EXPECT_NE(notices[0].find("(2 failed calls)"), std::string::npos) << notices[0];
+  EXPECT_EQ(relay.counters().store_errors, 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, RelayCorruptTest, ::testing::ValuesIn(testing::store_cases()),
