@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
@@ -99,7 +100,9 @@ class ConnStream : public httplib::Stream {
   }
   ssize_t write(const char* ptr, std::size_t size) override {
     if (!is_writable()) return -1;
-    return ::send(c_.fd, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    auto n = ::send(c_.fd, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0 && !head_done_) note_head(ptr, std::size_t(n));
+    return n;
   }
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
     sockaddr_storage a{};
@@ -117,8 +120,23 @@ class ConnStream : public httplib::Stream {
     c_.buffer.erase(0, at_);
     at_ = 0;
   }
+  // Whether the response written says `Connection: close`. cpp-httplib 0.11 writes that header
+  // for a refusal answered before the body was read (405, 403, 401, 413) but keeps serving the
+  // connection, so the unread body would be parsed as the next request: the caller closes it.
+  bool close_asked() const { return close_; }
 
  private:
+  // Collects the response's head (status line and headers) as it is written.
+  void note_head(const char* ptr, std::size_t n) {
+    head_.append(ptr, std::min(n, kMaxHead - std::min(kMaxHead, head_.size())));
+    auto end = head_.find("\r\n\r\n");
+    if (end == std::string::npos && head_.size() < kMaxHead) return;
+    head_done_ = true;
+    if (end != std::string::npos) head_.resize(end + 2);  // the last header's line end kept
+    for (char& ch : head_) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    close_ = head_.find("\r\nconnection: close\r\n") != std::string::npos;
+    head_.clear();
+  }
   int read_wait() const {
     return std::min(static_cast<int>(l_.read_timeout.count()), millis_until(c_.deadline));
   }
@@ -133,6 +151,9 @@ class ConnStream : public httplib::Stream {
   Conn& c_;
   const ConnectionServer::Limits& l_;
   std::size_t at_ = 0;
+  std::string head_;
+  bool head_done_ = false;
+  bool close_ = false;
 };
 
 bool head_complete(const std::string& b) {
@@ -283,7 +304,8 @@ struct ConnectionServer::State {
       stream.keep_unread();
       std::lock_guard<std::mutex> lock(mutex);
       serving.erase(c->fd);
-      if (!ok || connection_closed || stopping || c->served >= limits.keep_alive_requests) {
+      if (!ok || connection_closed || stream.close_asked() || stopping ||
+          c->served >= limits.keep_alive_requests) {
         drop(*c);
         continue;
       }
