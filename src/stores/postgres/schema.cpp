@@ -333,6 +333,24 @@ std::string migration_v6(const Names& n) {
          "deliver_at timestamptz";
 }
 
+std::string migration_v7(const Names& n) {
+  const std::string c = "\"" + n.table + "_leased_needs_owner\"";
+  // A row in state 1 is leased: only a claim writes it, with its lease owner and lease end. An
+  // application's INSERT that gave state 1 by mistake (meaning the hold, state 2) passed the v4
+  // check (a NULL owner makes it NULL, which a CHECK accepts) and held its key forever: no claim
+  // takes a lease that never ends, and no count showed it (docs/emit-contract.md). Such rows
+  // already there become what the writer meant, a hold until their due_at (due now by default).
+  // The constraint is added first, NOT VALID, so that its lock keeps new ones out meanwhile,
+  // then checked over the repaired table.
+  return "ALTER TABLE " + n.outbox + " DROP CONSTRAINT IF EXISTS " + c + ", ADD CONSTRAINT " + c +
+         " CHECK (state <> 1 OR (lease_owner IS NOT NULL AND lease_until IS NOT NULL)) NOT "
+         "VALID;\nUPDATE " +
+         n.outbox +
+         " SET state = 2 WHERE state = 1 AND (lease_owner IS NULL OR lease_until IS NULL);\n"
+         "ALTER TABLE " +
+         n.outbox + " VALIDATE CONSTRAINT " + c + ";\n";
+}
+
 std::string schema_text(const Names& n, int partitions) {
   // Names are validated identifiers (no quotes), so they can be SQL literals here as in
   // migration_v1. Keep in step with migrate() below.
@@ -342,8 +360,8 @@ std::string schema_text(const Names& n, int partitions) {
          " (tbl text PRIMARY KEY, version integer NOT NULL, updated_at timestamptz NOT NULL "
          "DEFAULT now());\n" +
          migration_v1(n) + migration_v2(n) + ";\n" + migration_v3(n) + ";\n" +
-         migration_v4(n, partitions) + migration_v5(n) + migration_v6(n) + ";\n" + "INSERT INTO " +
-         n.versions + " (tbl, version) VALUES ('" + n.table + "', " +
+         migration_v4(n, partitions) + migration_v5(n) + migration_v6(n) + ";\n" + migration_v7(n) +
+         "INSERT INTO " + n.versions + " (tbl, version) VALUES ('" + n.table + "', " +
          std::to_string(kSchemaVersion) +
          ") ON CONFLICT (tbl) DO UPDATE SET version = EXCLUDED.version, updated_at = now();\n"
          "COMMIT;\n";
@@ -392,6 +410,7 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n, int partitions) {
     if (version < 4) exec_simple(ep, pg, migration_v4(n, partitions), "migrate to v4");
     if (version < 5) exec_simple(ep, pg, migration_v5(n), "migrate to v5");
     if (version < 6) exec_simple(ep, pg, migration_v6(n), "migrate to v6");
+    if (version < 7) exec_simple(ep, pg, migration_v7(n), "migrate to v7");
     if (version < kSchemaVersion) {
       Params u;
       u.text(n.table);

@@ -28,7 +28,7 @@ struct Names {
   Names(std::string schema, std::string table);
 };
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // Lease owners written by version 4 claims start with this; the outbox refuses a claim or renew
 // by any other (an older relay still running after the upgrade, docs/postgres.md "Upgrading").
@@ -44,6 +44,9 @@ std::string migration_v4(const Names& n, int partitions);
 std::string migration_v5(const Names& n);
 // The archive keeps crashes and deliver_at, as a dead letter does.
 std::string migration_v6(const Names& n);
+// A leased row (state 1) must have its lease owner and lease end: an application's INSERT with
+// state 1 is refused; such rows already there are held until their due_at (state 2) instead.
+std::string migration_v7(const Names& n);
 
 // Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
 // under an advisory lock: concurrent first opens (several relays starting at once) queue there
