@@ -530,6 +530,36 @@ TEST(RedisPartitions, PipelinedRelaysDeliverEachEventOnceInKeyOrder) {
     EXPECT_NE(text.find(field), std::string::npos) << field << " not in " << text;
 }
 
+// On a single master an append over several partitions is one script (lua/append_many.lua):
+// every part is checked before any is written, so an id already live in one partition rejects
+// the whole call and nothing is written in the others (before: each partition appended on its
+// own and the others' events were written).
+TEST(RedisPartitions, AnAppendOverSeveralPartitionsIsWholeOrNothing) {
+  const auto url = outbox_url("&partitions=16");
+  REQUIRE_REDIS(url);
+  auto store = open_redis_store(url);
+  Event live = make("k0", 0);
+  live.id = EventId::generate();
+  store->append(std::vector<Event>{live});
+  std::vector<Event> events;
+  std::set<std::uint32_t> partitions;
+  for (int k = 1; partitions.size() < 16; ++k) {
+    events.push_back(make("k" + std::to_string(k), k));
+    partitions.insert(redis_store::fnv1a(events.back().key) % 16);
+  }
+  events.push_back(live);  // its id is live: a conflict
+  try {
+    store->append(events);
+    ADD_FAILURE() << "an append with a live event's id was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::conflict) << e.what();
+  }
+  EXPECT_EQ(store->stats().pending, 1) << "the other partitions' events were written";
+  events.pop_back();
+  store->append(events);
+  EXPECT_EQ(store->stats().pending, static_cast<std::int64_t>(events.size()) + 1);
+}
+
 // The EVALSHA calls a private server (tests/support/server_process.h) has run so far.
 std::int64_t evalsha_calls(std::uint16_t port) {
   redisContext* c = redisConnect("127.0.0.1", port);
@@ -546,8 +576,9 @@ std::int64_t evalsha_calls(std::uint16_t port) {
   return calls;
 }
 
-// On a single master one script serves every partition a relay owns: a claim that takes events
-// from 16 partitions, and the settle_and_claim that acks that batch, are one EVALSHA each
+// On a single master one script serves every partition a relay owns: an append of events of 16
+// partitions, a claim that takes events from them, and the settle_and_claim that acks that
+// batch, are one EVALSHA each
 // (before: one per partition asked, so a relay owning many partitions paid a round trip for
 // each). A private server, so no other test's calls are counted; the relay's own beats
 // (members every 200 ms, writer leases every 20 min here) may add a call or two.
@@ -578,7 +609,10 @@ TEST(RedisPartitions, OneClaimAndOneSettleServeEveryOwnedPartitionInOneCall) {
     events.push_back(make("k" + std::to_string(k), 0));
     partitions.insert(redis_store::fnv1a(events.back().key) % 16);
   }
+  const std::int64_t before_append = evalsha_calls(port);
   store->append(events);
+  EXPECT_LE(evalsha_calls(port) - before_append, 3)
+      << "an append over 16 partitions took one call per partition";
   ClaimedBatch warm = store->claim(1, 60s);  // joins, loads the scripts
   ASSERT_EQ(warm.events.size(), 1u);
   std::vector<EventId> warm_ids{warm.events[0].id};

@@ -107,25 +107,42 @@ class PartitionedStore final : public PartitionedReads {
     append_pipelined(groups);
   }
 
-  // One EVALSHA append per partition, all sent before any reply is read (one round trip on a
-  // single server; on a cluster the partitions on other masters answer MOVED). A partition whose
-  // reply is an error (a redirect, NOSCRIPT: it did not run) appends again on its own store,
-  // which follows redirects, reloads the script and reports any other error as usual.
+  // On a single master (not a cluster): one script appends to every partition of the call
+  // (lua/append_many.lua: all checked first, then all written, one wake), one round trip and
+  // one script call whatever the number of partitions. On a cluster: one EVALSHA append per
+  // partition, all sent before any reply is read (the partitions on other masters answer MOVED);
+  // a partition whose reply is an error (a redirect, NOSCRIPT: it did not run) appends again on
+  // its own store, which follows redirects, reloads the script and reports any other error.
   void append_pipelined(const std::vector<std::vector<Event>>& groups) {
-    const std::string sha = meta_.sha_of(append_script_);
     std::vector<AppendArgv> args(groups.size());
     std::vector<std::string> bases(groups.size()), keys(groups.size());
-    std::vector<std::vector<std::string_view>> commands;
-    std::vector<std::size_t> of;  // commands[i] appends groups[of[i]]
+    std::vector<std::size_t> of;  // the partitions with events, in order
     for (std::size_t p = 0; p < groups.size(); ++p) {
       if (groups[p].empty()) continue;
       bases[p] = "{" + prefix_ + ":p" + std::to_string(p) + "}:";
       keys[p] = bases[p] + "pending";
       append_argv(groups[p], bases[p], args[p]);  // points into bases[p]
+      of.push_back(p);
+    }
+    if (one_script()) {
+      std::vector<std::string> lengths;
+      lengths.reserve(of.size());
+      for (std::size_t p : of) lengths.push_back(std::to_string(args[p].argv.size()));
+      const std::string parts = std::to_string(of.size());
+      std::vector<std::string_view> argv{base_, parts};
+      for (std::size_t i = 0; i < of.size(); ++i) {
+        argv.push_back(lengths[i]);
+        argv.insert(argv.end(), args[of[i]].argv.begin(), args[of[i]].argv.end());
+      }
+      meta_.eval(append_many_script_, key_, argv, /*idempotent=*/false);
+      return;
+    }
+    const std::string sha = meta_.sha_of(append_script_);
+    std::vector<std::vector<std::string_view>> commands;
+    for (std::size_t p : of) {
       std::vector<std::string_view> cmd{"EVALSHA", sha, "1", keys[p]};
       cmd.insert(cmd.end(), args[p].argv.begin(), args[p].argv.end());
       commands.push_back(std::move(cmd));
-      of.push_back(p);
     }
     std::vector<Reply> replies = meta_.pipeline(commands);
     for (std::size_t i = 0; i < replies.size(); ++i)
@@ -549,7 +566,9 @@ class PartitionedStore final : public PartitionedReads {
   Client meta_;
   Script partitions_script_{"partitions", std::string(kPrologue) + kPartitions, {}, {}};
   Script members_script_{"members", std::string(kPrologue) + kMembers, {}, {}};
-  Script append_script_{"append", std::string(kPrologue) + kAppend, {}, {}};
+  Script append_script_{"append", std::string(kPrologue) + kAppendFn + kAppend, {}, {}};
+  Script append_many_script_{
+      "append_many", std::string(kPrologue) + kAppendFn + kAppendMany, {}, {}};
   Script settle_many_script_{
       "settle_many",
       std::string(kPrologue) + kAckFn + kNackFn + kReleaseFn + kSettleFn + kClaimFn + kSettleMany,

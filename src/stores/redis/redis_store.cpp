@@ -62,7 +62,7 @@ std::string instance_token() {
 namespace {
 
 struct Scripts {
-  Script append{"append", with_prologue(kAppend), {}, {}};
+  Script append{"append", with_functions({kAppendFn}, kAppend), {}, {}};
   Script claim{"claim", with_functions({kClaimFn}, kClaimBody), {}, {}};
   Script ack{"ack", with_functions({kAckFn}, kAckBody), {}, {}};
   Script nack{"nack", with_functions({kNackFn}, kNackBody), {}, {}};

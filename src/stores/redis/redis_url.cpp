@@ -92,7 +92,8 @@ StoreConfig parse_store_url(std::string_view url) {
 }
 
 std::string append_script() {
-  return std::string(kPrologue) + kAppend;  // as redis_store.cpp's with_prologue(kAppend)
+  // As redis_store.cpp's append script.
+  return std::string(kPrologue) + kAppendFn + kAppend;
 }
 
 }  // namespace outpost::redis_store
