@@ -27,6 +27,58 @@ namespace outpost::cli {
 // How long /metrics and /readyz wait for one pipeline's store (all are read at once).
 inline constexpr std::chrono::milliseconds kReadBudget{1500};
 
+// The reads in flight of every BoundedReads that counts on it. A read's thread holds what it
+// reads (`keepalive`: the pipeline) and may hold the last reference to it; were that thread
+// still running when main() returns, the pipeline would be destroyed beside the exit's own
+// teardown. So the host waits for the reads at exit (settle, bounded: a hung store's read may
+// never end), and a read that ends after that leaks what it holds instead of destroying it.
+class ReadsInFlight {
+ public:
+  // Waits until every read has ended and released what it held, or `deadline`; then no read
+  // destroys anything any more. Returns how many were still running (abandoned).
+  std::size_t settle(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait_until(lock, deadline, [&] { return running_ == 0; });
+    exiting_ = true;
+    // One releasing its pipeline now finishes that (a destructor, not a store's reply).
+    cv_.wait_until(lock, deadline + kReadBudget, [&] { return releasing_ == 0; });
+    return running_;
+  }
+  void started() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++running_;
+  }
+  // A read has ended: destroys or (after settle) leaks `keepalive`.
+  void ended(std::shared_ptr<const void> keepalive) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --running_;
+      if (exiting_) {
+        new std::shared_ptr<const void>(std::move(keepalive));  // never destroyed: see above
+        return;
+      }
+      ++releasing_;
+    }
+    keepalive.reset();
+    std::lock_guard<std::mutex> lock(mutex_);
+    --releasing_;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::size_t running_ = 0;
+  std::size_t releasing_ = 0;
+  bool exiting_ = false;
+};
+
+// The reads of /metrics and /readyz (never destroyed: threads may use it past main()).
+inline ReadsInFlight& reads_in_flight() {
+  static auto* reads = new ReadsInFlight;
+  return *reads;
+}
+
 template <class T>
 class BoundedReads {
   struct Slot {
@@ -50,6 +102,8 @@ class BoundedReads {
     std::uint64_t target_ = 0;
   };
 
+  explicit BoundedReads(ReadsInFlight& in_flight = reads_in_flight()) : in_flight_(in_flight) {}
+
   // Starts reading `key` (a pipeline) with `read`, or joins the read in flight. `keepalive` holds
   // what `read` uses for as long as it runs (past the request, if the store hangs).
   Pending start(const std::string& key, std::shared_ptr<const void> keepalive,
@@ -67,8 +121,10 @@ class BoundedReads {
     p.target_ = slot->done + 1;
     if (slot->in_flight) return p;
     slot->in_flight = true;
+    in_flight_.started();
     try {
-      std::thread([slot, keepalive = std::move(keepalive), read = std::move(read)] {
+      std::thread([slot, keepalive = std::move(keepalive), read = std::move(read),
+                   &in_flight = in_flight_]() mutable {
         std::optional<T> value;
         std::string error;
         try {
@@ -78,14 +134,18 @@ class BoundedReads {
         } catch (...) {  // nothing may leave a detached thread: that would end the daemon
           error = "an unknown error";
         }
-        std::lock_guard<std::mutex> lock(slot->mutex);
-        slot->value = std::move(value);
-        slot->error = std::move(error);
-        slot->in_flight = false;
-        ++slot->done;
-        slot->cv.notify_all();
+        {
+          std::lock_guard<std::mutex> lock(slot->mutex);
+          slot->value = std::move(value);
+          slot->error = std::move(error);
+          slot->in_flight = false;
+          ++slot->done;
+          slot->cv.notify_all();
+        }
+        in_flight.ended(std::move(keepalive));
       }).detach();
     } catch (const std::exception& e) {  // no thread: report it as the reading's failure
+      in_flight_.ended(nullptr);
       slot->in_flight = false;
       slot->value.reset();
       slot->error = std::string("cannot start a thread to read it: ") + e.what();
@@ -104,6 +164,7 @@ class BoundedReads {
   }
 
  private:
+  ReadsInFlight& in_flight_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;
 };

@@ -9,6 +9,7 @@
 #ifdef OUTPOST_HAVE_CONSUME
 #include "consume.h"
 #endif
+#include "bounded_read.h"
 #include "dashboard.h"
 #include "health.h"
 #include "http_server.h"
@@ -215,6 +216,12 @@ PipelineHost::PipelineHost(Options options)
 
 PipelineHost::~PipelineHost() {
   signals_.reset();  // the HTTP server and the progress line read the pipelines
+  // A store read of /metrics or /readyz still running holds its pipeline (bounded_read.h): waited
+  // for, so that no pipeline is destroyed after main() returned; a hung store's read is left.
+  if (options_.listen.empty()) return;
+  if (auto left = reads_in_flight().settle(std::chrono::steady_clock::now() + kReadBudget))
+    log(std::to_string(left) +
+        " store read(s) of /metrics or /readyz did not return: exiting without them");
 }
 
 void PipelineHost::in_context(const AnyPipelineConfig& c, const std::function<void()>& fn) const {
