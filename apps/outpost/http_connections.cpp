@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -18,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "outpost/error.h"
 
 namespace outpost::cli {
 namespace {
@@ -179,7 +182,12 @@ struct ConnectionServer::State {
   std::vector<std::thread> workers;
 
   State(ConnectionServer& s, const Limits& l) : server(s), limits(l) {
+    // Without it the waiting thread would see a new connection only at its 10 s poll timeout:
+    // every request would wait that long. A start error instead.
     wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake < 0)
+      throw Error(ErrorCode::connection, "http",
+                  std::string("cannot start the HTTP server: eventfd: ") + std::strerror(errno));
     waiter = std::thread([this] { wait_loop(); });
     for (std::size_t i = 0; i < limits.threads; ++i) workers.emplace_back([this] { serve_loop(); });
   }

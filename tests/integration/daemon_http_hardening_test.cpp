@@ -326,3 +326,17 @@ TEST_F(DaemonHttpHardening, ARequestInsideAnUnreadBodyIsNotServed) {
     EXPECT_EQ(answers, 1u) << "the request inside the body was answered:\n" << r;
   }
 }
+
+// Review finding: without its wake-up eventfd the connection server's waiting thread noticed a
+// new connection only at its 10 s poll timeout, so every request waited up to 10 s. Now the
+// server cannot start: exit 1 naming why, not a daemon that answers late.
+TEST_F(DaemonHttpHardening, NoEventfdIsAStartErrorNotSlowAnswers) {
+  const std::string file = dir_ / "noeventfd.toml";
+  write_file(file, "[http]\nlisten = \"127.0.0.1:0\"\n" +
+                       relay("orders", "sqlite:" + dir_ / "a.db", "file:" + dir_ / "a.jsonl"));
+  ::setenv("LD_PRELOAD", OUTPOST_TEST_NO_EVENTFD, 1);
+  auto r = run_cli({"run", "--config", file}, {}, 30s);
+  ::unsetenv("LD_PRELOAD");
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("eventfd"), std::string::npos) << r.all();
+}
