@@ -11,7 +11,7 @@
 const { Client } = require('pg');
 const { uuid7, uuidText, EVENTS, report } = require('./outbox_common');
 
-const SUPPORTED_SCHEMA_VERSIONS = [4, 5, 6, 7]; // docs/emit-contract.md, "Versions"
+const SUPPORTED_SCHEMA_VERSIONS = [4, 5, 6, 7, 8]; // docs/emit-contract.md, "Versions"
 
 function options(argv) {
   const o = { dsn: argv[0], schema: 'public', table: 'outbox' };

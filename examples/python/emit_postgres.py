@@ -17,7 +17,7 @@ from psycopg2 import sql
 
 from outbox_common import report, uuid7
 
-SUPPORTED_SCHEMA_VERSIONS = {4, 5, 6, 7}  # docs/emit-contract.md, "Versions"
+SUPPORTED_SCHEMA_VERSIONS = {4, 5, 6, 7, 8}  # docs/emit-contract.md, "Versions"
 
 
 def check_outbox(cur, schema: str, table: str) -> None:

@@ -130,6 +130,75 @@ TEST(PostgresPartitions, AMemberOwningNoPartitionSendsNoClaim) {
   testing::pg_drop_outbox(conn.get(), table);
 }
 
+// Operator finding A8: three relays on a backlog of 30 keys (which fill about 25 of the 64
+// partitions). The first relay owns everything and has a batch in flight in every partition with
+// a backlog; the two others join. Until 2026-11-27 the owner handed over its highest-numbered
+// partitions, released the idle ones at once and the busy ones once drained, and the joiners
+// took whatever was free first: one joiner's whole share was empty partitions, and that relay
+// delivered nothing until another one died. The heartbeats are run here as the members run them
+// (<table>_rebalance with each member's partitions in flight), in a fixed order, so the outcome
+// does not depend on timing: each member ends with an even share of the partitions that have a
+// backlog.
+TEST(PostgresPartitions, JoiningRelaysGetAnEvenShareOfThePartitionsWithABacklog) {
+  REQUIRE_PG();
+  const std::string table = testing::unique_name("share_");
+  auto conn = testing::pg_connect(testing::shared_pg_url());
+  auto store = open_postgres_store(testing::shared_pg_url() + "?table=" + table);
+  std::vector<Event> events;
+  for (int i = 0; i < 300; ++i)
+    events.push_back(Event::make("t", "{}", "k" + std::to_string(i % 30)));
+  store->append(events);
+  const std::string parts = "\"" + table + "_partitions\"", t = "\"" + table + "\"";
+  auto beat = [&](const std::string& member, const std::string& busy) {
+    testing::pg_query(conn.get(), "SELECT * FROM \"" + table + "_rebalance\"('" + member +
+                                      "', 600000, '" + busy + "', false)");
+  };
+  const std::string all_busy = "{" + [&] {
+    std::string s = testing::pg_query(conn.get(),
+                                      "SELECT string_agg(DISTINCT part::text, ',') "
+                                      "FROM " +
+                                          t);
+    return s.substr(0, s.find('\n'));
+  }() + "}";
+  beat("pg4-a", "{}");  // alone: takes every partition
+  EXPECT_EQ(
+      testing::pg_query_one(conn.get(), "SELECT count(*) FROM " + parts + " WHERE owner = 'pg4-a'"),
+      "64");
+  beat("pg4-b", "{}");
+  beat("pg4-c", "{}");
+  beat("pg4-a", all_busy);  // hands over: only what has no claim in flight goes at once
+  beat("pg4-b", "{}");
+  beat("pg4-c", "{}");
+  for (int round = 0; round < 3; ++round)  // its batches settled, the rest goes too
+    for (const char* m : {"pg4-a", "pg4-b", "pg4-c"}) beat(m, "{}");
+  // Per member: partitions owned, and how many of them have a backlog.
+  const std::string shares = testing::pg_query(
+      conn.get(),
+      "SELECT coalesce(p.owner, '-'), count(*), count(*) FILTER (WHERE EXISTS "
+      "(SELECT 1 FROM " +
+          t + " o WHERE o.part = p.part)) FROM " + parts + " p GROUP BY 1 ORDER BY 1");
+  const int with_backlog =
+      std::stoi(testing::pg_query_one(conn.get(), "SELECT count(DISTINCT part) FROM " + t));
+  std::istringstream lines(shares);
+  std::string line;
+  int members = 0;
+  while (std::getline(lines, line)) {
+    ++members;
+    std::istringstream row(line);
+    std::string owner, owned, busy;
+    std::getline(row, owner, '|');
+    std::getline(row, owned, '|');
+    std::getline(row, busy, '|');
+    EXPECT_NE(owner, "-") << "a partition without owner:\n" << shares;
+    EXPECT_TRUE(owned == "21" || owned == "22") << shares;
+    EXPECT_GE(std::stoi(busy), with_backlog / 3) << "of " << with_backlog << ":\n" << shares;
+    EXPECT_LE(std::stoi(busy), (with_backlog + 2) / 3) << "of " << with_backlog << ":\n" << shares;
+  }
+  EXPECT_EQ(members, 3) << shares;
+  store.reset();
+  testing::pg_drop_outbox(conn.get(), table);
+}
+
 std::int64_t mono_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -361,8 +361,8 @@ std::string schema_text(const Names& n, int partitions) {
          "DEFAULT now());\n" +
          migration_v1(n) + migration_v2(n) + ";\n" + migration_v3(n) + ";\n" +
          migration_v4(n, partitions) + migration_v5(n) + migration_v6(n) + ";\n" + migration_v7(n) +
-         "INSERT INTO " + n.versions + " (tbl, version) VALUES ('" + n.table + "', " +
-         std::to_string(kSchemaVersion) +
+         migration_v8(n) + "INSERT INTO " + n.versions + " (tbl, version) VALUES ('" + n.table +
+         "', " + std::to_string(kSchemaVersion) +
          ") ON CONFLICT (tbl) DO UPDATE SET version = EXCLUDED.version, updated_at = now();\n"
          "COMMIT;\n";
 }
@@ -411,6 +411,7 @@ void migrate(const Endpoint& ep, PGconn* pg, const Names& n, int partitions) {
     if (version < 5) exec_simple(ep, pg, migration_v5(n), "migrate to v5");
     if (version < 6) exec_simple(ep, pg, migration_v6(n), "migrate to v6");
     if (version < 7) exec_simple(ep, pg, migration_v7(n), "migrate to v7");
+    if (version < 8) exec_simple(ep, pg, migration_v8(n), "migrate to v8");
     if (version < kSchemaVersion) {
       Params u;
       u.text(n.table);

@@ -28,7 +28,7 @@ struct Names {
   Names(std::string schema, std::string table);
 };
 
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // Lease owners written by version 4 claims start with this; the outbox refuses a claim or renew
 // by any other (an older relay still running after the upgrade, docs/postgres.md "Upgrading").
@@ -47,6 +47,9 @@ std::string migration_v6(const Names& n);
 // A leased row (state 1) must have its lease owner and lease end: an application's INSERT with
 // state 1 is refused; such rows already there are held until their due_at (state 2) instead.
 std::string migration_v7(const Names& n);
+// Partition targets: the heartbeat hands partitions over to the member they are dealt to when
+// the live members change, spreading those with a backlog evenly (rebalance.cpp).
+std::string migration_v8(const Names& n);
 
 // Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
 // under an advisory lock: concurrent first opens (several relays starting at once) queue there
