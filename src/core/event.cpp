@@ -254,7 +254,7 @@ std::optional<TimePoint> parse_rfc3339(std::string_view s) {
   } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
     int oh, om;
     if (!digits(pos + 1, 2, oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
-        !digits(pos + 4, 2, om))
+        !digits(pos + 4, 2, om) || oh > 23 || om > 59)  // -23:59..+23:59 (RFC 3339 §5.6)
       return std::nullopt;
     offset_min = (oh * 60 + om) * (s[pos] == '+' ? 1 : -1);
     pos += 6;

@@ -492,6 +492,21 @@ TEST(CliUsage, HttpListenHostMustResolveBeforeAnythingIsOpened) {
   }
 }
 
+// RFC 3339 offsets stop at 23:59 (operator s8, A1 addendum): `emit --at` with +25:00 was stored
+// as a time 25 hours earlier; now exit 2 naming the value, before the store is opened.
+TEST(CliUsage, EmitAtRefusesAnOffsetBeyondRfc3339) {
+  TempDir dir;
+  for (const std::string at :
+       {"2026-11-27T09:00:00+25:00", "2026-11-27T09:00:00-24:00", "2026-11-27T09:00:00+01:60"}) {
+    auto r = run_cli({"emit", "--store", "sqlite:" + dir / "o.db", "--type", "t", "--payload", "{}",
+                      "--at", at});
+    EXPECT_EQ(r.code, 2) << at << "\n" << r.all();
+    EXPECT_NE(r.err.find("--at"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'" + at + "'"), std::string::npos) << r.err;
+    EXPECT_EQ(entries_in(dir.path()), 0u) << at << ": the store was created";
+  }
+}
+
 // An error message quotes what it refuses (a pipeline name, a key, a URL): its control
 // characters are escaped as in the log (docs/operations.md, "Logs"), so a config file or an
 // argument can neither send an escape sequence to the operator's terminal nor forge a second

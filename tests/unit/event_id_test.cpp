@@ -121,8 +121,15 @@ TEST(EventIdTest, Rfc3339RoundTripAndOffsets) {
   EXPECT_EQ(format_rfc3339(*a), "2026-11-22T02:42:48.123456Z");
   EXPECT_EQ(format_rfc3339(*c), "2026-11-22T02:42:48.123000Z");
   for (const char* bad : {"2026-11-22", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
-                          "2026-11-22T02:42:48", "2026-11-22T02:42:48.Z", "2026-11-22T02:42:48Zx"})
+                          "2026-11-22T02:42:48", "2026-11-22T02:42:48.Z", "2026-11-22T02:42:48Zx",
+                          // RFC 3339 offsets: time-numoffset is time-hour ":" time-minute,
+                          // -23:59..+23:59 (before, +25:00 was taken as 25 hours)
+                          "2026-11-27T09:00:00+25:00", "2026-11-27T09:00:00-24:00",
+                          "2026-11-27T09:00:00+01:60", "2026-11-27T09:00:00+99:99"})
     EXPECT_FALSE(parse_rfc3339(bad)) << bad;
+  auto edge = parse_rfc3339("2026-11-27T23:59:00+23:59");
+  ASSERT_TRUE(edge);
+  EXPECT_EQ(format_rfc3339(*edge), "2026-11-27T00:00:00.000000Z");
 }
 
 }  // namespace
