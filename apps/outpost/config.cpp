@@ -14,6 +14,7 @@
 #include "config_toml.h"
 #include "core/edit_distance.h"
 #include "core/redact.h"
+#include "in_process_store.h"
 #include "listen_address.h"
 #include "log.h"
 #include "outpost/error.h"
@@ -306,6 +307,12 @@ PipelineConfig read_relay(const std::string& file, const Value& table, std::size
   // and for a file sink that its directory exists; nothing is opened or created.
   if (auto problem = check_pipeline_urls(p))
     fail(r.where(problem->key == "sink" ? sink : store, problem->key), problem->what);
+  if (auto what = in_process_store(p.store); !what.empty())
+    fail(r.where(store, "store"),
+         what +
+             " lives inside the daemon's process: nothing can emit into it (outpost emit and "
+             "the application are other processes) and its events are gone at exit; use "
+             "sqlite:PATH, postgresql:// or redis://");
   return p;
 }
 
@@ -467,10 +474,9 @@ DaemonConfig parse_config(const std::string& text, const std::string& file, cons
       PipelineConfig p = read_relay(file, array[i], i, env);
       unique_name(array[i], "relay", p.name);
       // Relays on one outbox share its events (each event goes to one of them), so two of them
-      // with different sinks would split the events between the sinks, not copy them. A memory:
-      // store is each pipeline's own.
+      // with different sinks would split the events between the sinks, not copy them.
       for (const auto& other : config.relays)
-        if (other.store == p.store && other.sink != p.sink && p.store.rfind("memory:", 0) != 0)
+        if (other.store == p.store && other.sink != p.sink)
           fail(at(file, array[i].as_table().at("sink")) + "[[relay]] '" + p.name + "': ",
                "key 'sink': relay '" + other.name +
                    "' already delivers this store's events to another sink; relays on one "

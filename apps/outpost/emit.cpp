@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "core/append_check.h"
 #include "core/duration.h"
+#include "in_process_store.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
 #include "outpost/json.h"
@@ -115,7 +116,11 @@ StdinEvents read_stdin_events() {
 
 int run_emit(const EmitArgs& a, const CLI::App& sub) {
   check_store_url(a.store);  // usage errors before anything is opened
-  StdinEvents input;         // lines stay empty for the flags' one event
+  if (auto what = in_process_store(a.store); !what.empty())
+    throw ConfigError("emit: --store: " + what +
+                      " lives inside this process: the events would be gone when emit exits; "
+                      "use sqlite:PATH, postgresql:// or redis://");
+  StdinEvents input;  // lines stay empty for the flags' one event
   std::vector<Event>& events = input.events;
   const std::optional<TimePoint> deliver_at = deliver_at_of(a, sub);
   if (!a.source.empty()) {

@@ -121,7 +121,7 @@ class DaemonHttpHardening : public ::testing::Test {
 // deadline and a connection holds a thread only once its request has arrived.
 TEST_F(DaemonHttpHardening, ProbesAnswerWhileMoreSlowClientsThanThreadsTrickleHeaders) {
   int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
-                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+                   relay("orders", "sqlite:" + dir_ / "m.db", "file:" + dir_ / "a.jsonl"));
   ASSERT_GT(port, 0) << log();
   std::vector<int> slow;
   for (int i = 0; i < 64; ++i) {
@@ -244,7 +244,7 @@ TEST_F(DaemonHttpHardening, AHungStoreHoldsUpNeitherMetricsNorReadiness) {
 // read whole, whatever its size.
 TEST_F(DaemonHttpHardening, AChunkedBodyIsHeldToTheSameLimit) {
   int port = start("[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"tok\"\n" +
-                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+                   relay("orders", "sqlite:" + dir_ / "m.db", "file:" + dir_ / "a.jsonl"));
   ASSERT_GT(port, 0) << log();
   const std::string body = R"({"pipeline":"orders","filter":{"type":")" +
                            std::string(3'000'000, 'a') + R"("},"expect":0})";
@@ -281,12 +281,12 @@ TEST_F(DaemonHttpHardening, AChunkedBodyIsHeldToTheSameLimit) {
 // and the reason), not let in beside it by SO_REUSEPORT to take half of the requests.
 TEST_F(DaemonHttpHardening, ASecondDaemonOnTheSameAddressIsRefused) {
   int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
-                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+                   relay("orders", "sqlite:" + dir_ / "m.db", "file:" + dir_ / "a.jsonl"));
   ASSERT_GT(port, 0) << log();
   const std::string second = dir_ / "second.toml";
   const std::string addr = "127.0.0.1:" + std::to_string(port);
   write_file(second, "[http]\nlisten = \"" + addr + "\"\n" +
-                         relay("other", "memory:", "file:" + dir_ / "b.jsonl"));
+                         relay("other", "sqlite:" + dir_ / "m2.db", "file:" + dir_ / "b.jsonl"));
   auto r = run_cli({"run", "--config", second}, {}, 60s);
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_NE(r.err.find("cannot listen on " + addr), std::string::npos) << r.all();

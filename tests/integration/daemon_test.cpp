@@ -172,9 +172,8 @@ TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
   EXPECT_EQ(health->status, 200);
 
   // SIGHUP: orders changed (restarted), failing unchanged, extra added.
-  write_file(file,
-             config("60", "\n[[relay]]\nname = \"extra\"\nstore = \"memory:\"\nsink = \"file:" +
-                              dir_ / "c.jsonl" + "\"\n"));
+  write_file(file, config("60", "\n[[relay]]\nname = \"extra\"\nstore = \"sqlite:" + dir_ / "m.db" +
+                                    "\"\nsink = \"file:" + dir_ / "c.jsonl" + "\"\n"));
   daemon.signal(SIGHUP);
   std::string text = wait_log(log, "reloaded");
   EXPECT_NE(text.find("started extra; restarted orders; stopped -; unchanged failing"),
@@ -191,7 +190,7 @@ TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
   EXPECT_NE(text.find("key 'batch': must be 1-100000, got 0"), std::string::npos) << text;
   res = client.Get("/metrics");
   ASSERT_TRUE(res);
-  EXPECT_NE(res->body.find("outpost_pipeline_running{pipeline=\"extra\",store=\"memory\",sink="
+  EXPECT_NE(res->body.find("outpost_pipeline_running{pipeline=\"extra\",store=\"sqlite\",sink="
                            "\"file\"} 1"),
             std::string::npos)
       << res->body;
@@ -233,7 +232,7 @@ TEST_F(DaemonTest, CheckNamesFileLineAndKeyAndExits2) {
 
 // Operator finding A13: two relays on one store with different sinks passed `check` and split
 // the events between the sinks (one got all 50, the other none). Refused like two consumers of
-// one group; the same sink (more relays for throughput) and memory: stores stay allowed.
+// one group; the same sink (more relays for throughput) stays allowed.
 TEST_F(DaemonTest, TwoRelaysOnOneStoreWithDifferentSinksAreRefused) {
   auto file = dir_ / "fan.toml";
   auto relay = [&](const std::string& name, const std::string& store, const std::string& sink) {
@@ -251,11 +250,35 @@ TEST_F(DaemonTest, TwoRelaysOnOneStoreWithDifferentSinksAreRefused) {
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "fan.db")) << "check opens nothing";
   write_file(file, relay("a", store, "file:" + dir_ / "fan1.jsonl") + "\n" +
-                       relay("b", store, "file:" + dir_ / "fan1.jsonl") + "\n" +
-                       relay("c", "memory:", "file:" + dir_ / "m1.jsonl") + "\n" +
-                       relay("d", "memory:", "file:" + dir_ / "m2.jsonl"));
+                       relay("b", store, "file:" + dir_ / "fan1.jsonl"));
   r = run_cli({"check", "--config", file});
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// Operator finding A12: a [[relay]] on a store that lives inside the daemon's process
+// (memory:, sqlite::memory:) passed `check` although nothing can ever emit into it; `emit` into
+// one printed an id and exited 0 although the event died with the process. Both are exit 2
+// naming why, before anything is opened (as `outpost schema` refuses memory:).
+TEST_F(DaemonTest, StoresInsideOneProcessAreRefusedByCheckRunAndEmit) {
+  auto file = dir_ / "mem.toml";
+  for (const std::string store : {"memory:", "MEMORY:?archive=1", "sqlite::memory:"}) {
+    write_file(file, "[[relay]]\nname = \"m\"\nstore = \"" + store +
+                         "\"\nsink = \"file:" + dir_ / "m.jsonl" + "\"\n");
+    for (const char* command : {"check", "run"}) {
+      auto r = run_cli({command, "--config", file}, {}, 30s);
+      EXPECT_EQ(r.code, 2) << command << " " << store << "\n" << r.all();
+      EXPECT_NE(r.err.find(file + ":3: [[relay]] 'm': key 'store': "), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("lives inside the daemon's process: nothing can emit into it"),
+                std::string::npos)
+          << r.err;
+      EXPECT_FALSE(std::filesystem::exists(dir_ / "m.jsonl")) << command << " created the sink";
+    }
+    auto r = run_cli({"emit", "--store", store, "--type", "t", "--payload", "{}"});
+    EXPECT_EQ(r.code, 2) << store << "\n" << r.all();
+    EXPECT_TRUE(r.out.empty()) << "no id is printed: " << r.out;
+    EXPECT_NE(r.err.find("emit: --store: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the events would be gone when emit exits"), std::string::npos) << r.err;
+  }
 }
 
 // A bad parameter of a [[relay]] store URL is found by the store's parse-only check: exit 2
@@ -688,8 +711,8 @@ TEST_F(DaemonTest, CheckValidatesConsumeTablesNamingFileLineAndKey) {
       "\"redis://127.0.0.1:1/0\"\nsink = \"file:-\"\n");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(":5: [[consume]] 'c': key 'checkpoint': "), std::string::npos) << r.err;
-  r = check("[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\n\n" +
-            table("x", "g", ""));
+  r = check("[[relay]]\nname = \"x\"\nstore = \"sqlite:" + dir_ / "m.db" +
+            "\"\nsink = \"file:-\"\n\n" + table("x", "g", ""));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(":6: [[consume]] 'x': key 'name': a pipeline of this name is already "
                        "defined"),
@@ -702,7 +725,8 @@ TEST_F(DaemonTest, CheckValidatesConsumeTablesNamingFileLineAndKey) {
             std::string::npos)
       << r.err;
 
-  r = check("[[relay]]\nname = \"r\"\nstore = \"memory:\"\nsink = \"file:-\"\n\n" +
+  r = check("[[relay]]\nname = \"r\"\nstore = \"sqlite:" + dir_ / "m.db" +
+            "\"\nsink = \"file:-\"\n\n" +
             table("c", "g", "batch = 10\nmax_attempts = 3\nunordered = true\n"));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(": ok (2 pipeline(s): r c;"), std::string::npos) << r.out;
@@ -848,7 +872,8 @@ TEST_F(DaemonDefectTest, ASinkThatCannotOpenIsAUsageErrorNamingItsLineAndNothing
 // missing.
 TEST_F(DaemonDefectTest, AMisspeltKeyIsNamedWithTheKeyItProbablyMeans) {
   auto file = dir_ / "typo.toml";
-  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsinkk = \"file:-\"\n");
+  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"sqlite:" + dir_ / "m.db" +
+                       "\"\nsinkk = \"file:-\"\n");
   auto r = run_cli({"check", "--config", file});
   EXPECT_EQ(r.code, 2) << r.all();
   const std::string unknown =
@@ -860,15 +885,16 @@ TEST_F(DaemonDefectTest, AMisspeltKeyIsNamedWithTheKeyItProbablyMeans) {
   EXPECT_LT(u, m) << r.err;
   EXPECT_EQ(r.err[u + unknown.size()], '\n') << "each on its own line: " << r.err;
   // A typo of an optional key is only unknown; a key far from every known one gets no guess.
-  write_file(file,
-             "[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\nbtach = 5\n"
-             "zzzzzz = 1\n");
+  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"sqlite:" + dir_ / "m.db" +
+                       "\"\nsink = \"file:-\"\nbtach = 5\n"
+                       "zzzzzz = 1\n");
   r = run_cli({"check", "--config", file});
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_NE(r.err.find(file + ":5: [[relay]] 'x': unknown key 'btach' (did you mean 'batch'?)"),
             std::string::npos)
       << r.err;
-  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\nzzzzzz = 1\n");
+  write_file(file, "[[relay]]\nname = \"x\"\nstore = \"sqlite:" + dir_ / "m.db" +
+                       "\"\nsink = \"file:-\"\nzzzzzz = 1\n");
   r = run_cli({"check", "--config", file});
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_NE(r.err.find(file + ":5: [[relay]] 'x': unknown key 'zzzzzz'\n"), std::string::npos)
@@ -876,7 +902,8 @@ TEST_F(DaemonDefectTest, AMisspeltKeyIsNamedWithTheKeyItProbablyMeans) {
   // [http] too.
   write_file(file,
              "[http]\nlisten = \"127.0.0.1:0\"\nadmin_tokn = \"t\"\n\n[[relay]]\n"
-             "name = \"x\"\nstore = \"memory:\"\nsink = \"file:-\"\n");
+             "name = \"x\"\nstore = \"sqlite:" +
+                 dir_ / "m.db" + "\"\nsink = \"file:-\"\n");
   r = run_cli({"check", "--config", file});
   EXPECT_EQ(r.code, 2) << r.all();
   EXPECT_NE(r.err.find(file + ":3: [http]: unknown key 'admin_tokn' (did you mean 'admin_token'?)"),
@@ -945,8 +972,8 @@ TEST_F(DaemonDefectTest, APipeWhoseReaderWentAwayPausesItsPipelineUntilTheNextRe
   write_file(file, "[[relay]]\nname = \"piped\"\nstore = \"sqlite:" + dir_ / "a.db" +
                        "\"\nsink = \"file:" + fifo +
                        "\"\nmax_attempts = 2\nbackoff_base_ms = 10\nbackoff_max_ms = 20\n\n"
-                       "[[relay]]\nname = \"other\"\nstore = \"memory:\"\nsink = \"file:" +
-                       dir_ / "b.jsonl" + "\"\n");
+                       "[[relay]]\nname = \"other\"\nstore = \"sqlite:" +
+                       dir_ / "m.db" + "\"\nsink = \"file:" + dir_ / "b.jsonl" + "\"\n");
   emit(dir_ / "a.db", 1);
   auto log = dir_ / "run.log";
   CliProcess daemon({"run", "--config", file}, log);
@@ -1247,7 +1274,8 @@ TEST_F(DaemonHttpTest, ASinkIsReportedDownSinceWhenAndNoLongerOnceItAnswers) {
 // Defect 6, Host header: only the listen address, localhost names (loopback) and [http]
 // allowed_hosts are served; anything else (a DNS-rebinding page's own name) is refused.
 TEST_F(DaemonHttpTest, ARequestForAnotherHostIsRefused) {
-  const std::string pipelines = relay("orders", "memory:", "file:" + dir_ / "a.jsonl");
+  const std::string pipelines =
+      relay("orders", "sqlite:" + dir_ / "m.db", "file:" + dir_ / "a.jsonl");
   int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" + pipelines);
   ASSERT_GT(port, 0) << log();
   auto get = [&](const std::string& host) {
@@ -1293,7 +1321,7 @@ TEST_F(DaemonHttpTest, ARequestForAnotherHostIsRefused) {
 // its body is read (the client sends only the headers and still gets its answer).
 TEST_F(DaemonHttpTest, BodiesAreBoundedAndTheTokenIsCheckedBeforeTheBody) {
   int port = start("[http]\nlisten = \"127.0.0.1:0\"\nadmin_token = \"tok\"\n" +
-                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+                   relay("orders", "sqlite:" + dir_ / "m.db", "file:" + dir_ / "a.jsonl"));
   ASSERT_GT(port, 0) << log();
   const std::string host = "Host: 127.0.0.1:" + std::to_string(port) + "\r\n";
   auto headers_only = [&](const std::string& auth) {
@@ -1322,7 +1350,7 @@ TEST_F(DaemonHttpTest, BodiesAreBoundedAndTheTokenIsCheckedBeforeTheBody) {
 // stop /healthz from answering (read timeouts and a larger, bounded pool of connections).
 TEST_F(DaemonHttpTest, HealthzAnswersWhileSlowClientsDribbleHeaders) {
   int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
-                   relay("orders", "memory:", "file:" + dir_ / "a.jsonl"));
+                   relay("orders", "sqlite:" + dir_ / "m.db", "file:" + dir_ / "a.jsonl"));
   ASSERT_GT(port, 0) << log();
   std::vector<int> slow;
   for (int i = 0; i < 8; ++i) {
