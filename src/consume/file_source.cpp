@@ -15,8 +15,11 @@
 // its end first, then the new one from byte 0. A checkpoint that points into a file that is no
 // longer at the path is looked up by identity in the path's directory (LOG.1) and finished the
 // same way. What cannot be found is an error naming the unread range, never a silent skip.
+// After moving on, the finished file is watched for lines a late writer still appends to it (a
+// second writer, a batch in flight on the old descriptor) until the next rotation finishes
+// another file; the position then names both files (file_source_late.h).
 // The identity, the position's encoding and the lookups in the directory are in
-// file_identity.{h,cpp}; this file is the reader.
+// file_identity.{h,cpp}; the line reader and the watched file in file_source_late.{h,cpp}.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -32,6 +35,7 @@
 #include <thread>
 
 #include "consume/file_identity.h"
+#include "consume/file_source_late.h"
 #include "consume/message.h"
 #include "consume/sources.h"
 #include "core/url.h"
@@ -42,6 +46,7 @@ namespace {
 
 using file_log::Checkpoint;
 using file_log::fingerprint;
+using file_log::FinishedFile;
 using file_log::fstat_or_throw;
 using file_log::Identity;
 using file_log::LogDirectory;
@@ -49,6 +54,8 @@ using file_log::LogFile;
 using file_log::open_log_file;
 using file_log::parse_position;
 using file_log::pread_full;
+using file_log::read_whole_lines;
+using file_log::split_position;
 
 // The canonical name of the log: the real path of its directory and the file's name (not
 // resolved: the name is what rotation replaces), so `log.jsonl` from its directory and
@@ -130,7 +137,9 @@ class FileSource final : public Source {
 
   // Resolved at the next read (the file may not exist yet; finding it may need the directory).
   void seek(const std::string& position) override {
-    pending_ = parse_position(position);
+    auto sp = split_position(position);
+    pending_ = parse_position(sp.main);
+    pending_finished_ = sp.finished;
     finishing_ = false;
   }
 
@@ -145,25 +154,17 @@ class FileSource final : public Source {
 
   // Lines after `position` in the log as it is now: the rest of the file it points into (found
   // by identity when it was rotated away), the rotated files after it, and the file at the path.
+  // Plus the late lines of the finished file the position names beside it.
   std::optional<std::int64_t> lag(const std::string& position) override {
-    Checkpoint cp = parse_position(position);
-    LogFile current = open_log_file(path_);
-    if (!cp.id) {
-      if (!current) return 0;
-      return count_lines(current.fd.get(), cp.offset);
+    auto sp = split_position(position);
+    Checkpoint cp = parse_position(sp.main);
+    std::int64_t late = 0;
+    if (sp.finished && !(cp.id && cp.id->same_file(*sp.finished->id))) {
+      LogFile f = logdir_.find_by_identity(*sp.finished->id);
+      if (f && fstat_or_throw(f.fd.get(), f.name).st_size >= sp.finished->offset)
+        late = count_lines(f.fd.get(), sp.finished->offset);
     }
-    if (current && current.id.same_file(*cp.id)) {
-      auto st = fstat_or_throw(current.fd.get(), path_);
-      bool same = (!cp.id->fp || current.identity().fp == cp.id->fp) && st.st_size >= cp.offset;
-      return count_lines(current.fd.get(), same ? cp.offset : 0);  // truncated: read from 0
-    }
-    std::int64_t lines = current ? count_lines(current.fd.get(), 0) : 0;
-    LogFile old = logdir_.find_by_identity(*cp.id);
-    if (!old) return lines;  // the rest of the lost file is unknown (reading it is an error)
-    lines += count_lines(old.fd.get(), cp.offset);
-    for (LogFile f = logdir_.next_rotated(old, current); f; f = logdir_.next_rotated(f, current))
-      lines += count_lines(f.fd.get(), 0);
-    return lines;
+    return late + lag_in(cp);
   }
 
   // The file at the path only: a group moved to its beginning or to a time does not go back
@@ -171,7 +172,8 @@ class FileSource final : public Source {
   std::string position_for(const SeekTarget& t) override {
     LogFile current = open_log_file(path_);
     if (t.kind == SeekTarget::Kind::position) {
-      Checkpoint cp = parse_position(t.position);  // ConfigError naming it
+      // ConfigError naming it; the finished file's part is taken as it is.
+      Checkpoint cp = parse_position(split_position(t.position).main);
       // In the file at the path (when it names that one), a position is the start of a line.
       if (current && (!cp.id || current.id.same_file(*cp.id))) {
         auto st = fstat_or_throw(current.fd.get(), path_);
@@ -223,6 +225,27 @@ class FileSource final : public Source {
   }
 
  private:
+  // lag() of the part of a position that names the file being read.
+  std::int64_t lag_in(const Checkpoint& cp) {
+    LogFile current = open_log_file(path_);
+    if (!cp.id) {
+      if (!current) return 0;
+      return count_lines(current.fd.get(), cp.offset);
+    }
+    if (current && current.id.same_file(*cp.id)) {
+      auto st = fstat_or_throw(current.fd.get(), path_);
+      bool same = (!cp.id->fp || current.identity().fp == cp.id->fp) && st.st_size >= cp.offset;
+      return count_lines(current.fd.get(), same ? cp.offset : 0);  // truncated: read from 0
+    }
+    std::int64_t lines = current ? count_lines(current.fd.get(), 0) : 0;
+    LogFile old = logdir_.find_by_identity(*cp.id);
+    if (!old) return lines;  // the rest of the lost file is unknown (reading it is an error)
+    lines += count_lines(old.fd.get(), cp.offset);
+    for (LogFile f = logdir_.next_rotated(old, current); f; f = logdir_.next_rotated(f, current))
+      lines += count_lines(f.fd.get(), 0);
+    return lines;
+  }
+
   // The offset just after the last '\n' before `size` (0 when there is none): the end of the
   // whole lines, as `--to end` resolves it.
   std::int64_t whole_lines_end(int fd, std::int64_t size) {
@@ -267,6 +290,7 @@ class FileSource final : public Source {
                         "unknown (docs/consumers.md, \"Log rotation\")");
       offset_ = cp.offset;
       pending_.reset();
+      resolve_finished();
       return true;
     }
     const Identity& want = *cp.id;
@@ -309,7 +333,37 @@ class FileSource final : public Source {
                       " bytes) than the checkpoint (byte " + std::to_string(offset_) +
                       "): it was truncated after it was rotated");
     pending_.reset();
+    resolve_finished();
     return true;
+  }
+
+  // The finished file the checkpoint names beside the file being read: watched again for late
+  // lines from its offset. Gone from the directory (deleted by the rotation's count), it can no
+  // longer grow where a restart would find it: said, and no longer watched.
+  void resolve_finished() {
+    std::optional<Checkpoint> cp = std::move(pending_finished_);
+    pending_finished_.reset();
+    if (!cp) {
+      finished_.drop();
+      return;
+    }
+    const Identity& want = *cp->id;
+    auto matches = [&](LogFile& f) {
+      return f && f.id.same_file(want) && (!want.fp || f.identity().fp == want.fp);
+    };
+    if (matches(file_)) {
+      finished_.drop();  // the file being read (moved back by hand): nothing to watch beside it
+    } else if (matches(finished_.file())) {
+      finished_.watch(std::move(finished_.file()), cp->offset);
+    } else if (LogFile f = logdir_.find_by_identity(want)) {
+      finished_.watch(std::move(f), cp->offset);
+    } else {
+      notice("the file finished by the last rotation (" + want.describe() + ", read up to byte " +
+                 std::to_string(cp->offset) + ") is no longer in '" + dir_ +
+                 "': no longer watched for late lines",
+             false);
+      finished_.drop();
+    }
   }
 
   // The file at the path was truncated in place (logrotate's copytruncate, or `> LOG`): it is
@@ -359,6 +413,8 @@ class FileSource final : public Source {
       finishing_ = true;  // the caller reads this file to its end once more
       return true;
     }
+    // The late lines of the file finished before, first: it is replaced below.
+    if (finished_.has_lines()) return true;
     finishing_ = false;
     auto st = fstat_or_throw(file_.fd.get(), file_.name);
     if (st.st_size > offset_) {
@@ -369,7 +425,7 @@ class FileSource final : public Source {
       // An event whose '\n' is missing is handed on (a copy the relay sends again is skipped by
       // the inbox); a fragment is what a writer's crash tore, and the relay sends its event
       // again (the file sink cuts such a tail off the same way): said, not parked.
-      Message m = decode_message(tail, position_at(end));
+      Message m = decode_message(tail, position_at(end) + finished_.suffix());
       if (m.parse_error.empty())
         out.push_back(std::move(m));
       else
@@ -385,8 +441,21 @@ class FileSource final : public Source {
     LogFile now_at = logdir_.find_by_identity(file_.identity());
     std::string finished = "'" + (now_at ? now_at.name : file_.name) + "'" +
                            (now_at ? "" : " (no longer in its directory)");
-    now_at = {};
     std::int64_t at = offset_;
+    // Watched from here on for lines a late writer appends to it, instead of the one before.
+    if (std::int64_t torn = finished_.unread_bytes())
+      notice("'" + finished_.file().name + "' ends in " + std::to_string(torn) +
+                 " bytes without a newline, appended after it was finished (not an event): "
+                 "skipped; no longer watched",
+             true);
+    LogFile watched;
+    watched.fd = file_log::Fd(::fcntl(file_.fd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!watched.fd)
+      throw ConnectionError("file", "dup '" + file_.name + "': " + std::strerror(errno));
+    watched.id = file_.identity();
+    watched.name = now_at ? now_at.name : file_.name;
+    now_at = {};
+    finished_.watch(std::move(watched), at);
     LogFile next = logdir_.next_rotated(file_, current);
     previous_ = std::move(file_);
     following_ = !next;
@@ -408,6 +477,10 @@ class FileSource final : public Source {
     }
     for (int moves = 0; moves < 16; ++moves) {
       check_truncated();
+      finished_.read(
+          out, max, buf_, [&](const std::string& suffix) { return position_at(offset_) + suffix; },
+          [&](const std::string& m, bool warning) { notice(m, warning); });
+      if (out.size() >= max) return out;
       read_lines(out, max);
       if (out.size() >= max) return out;
       if (following_) {
@@ -422,48 +495,24 @@ class FileSource final : public Source {
 
   // Whole lines of file_ from offset_, until `max` messages or no whole line is left.
   void read_lines(std::vector<Message>& out, std::size_t max) {
-    auto st = fstat_or_throw(file_.fd.get(), file_.name);
-    std::size_t chunk = 1 << 20;
-    while (out.size() < max && offset_ < st.st_size) {
-      std::size_t want = static_cast<std::size_t>(
-          std::min<std::int64_t>(static_cast<std::int64_t>(chunk), st.st_size - offset_));
-      buf_.resize(want);
-      ssize_t n = pread_full(file_.fd.get(), buf_.data(), want, offset_);
-      if (n < 0)
-        throw ConnectionError("file", "read '" + file_.name + "': " + std::strerror(errno));
-      if (n == 0) break;
-      std::size_t start = 0, got = static_cast<std::size_t>(n);
-      bool whole_line = false;
-      std::string id_text;
-      while (out.size() < max) {
-        const void* nl = std::memchr(buf_.data() + start, '\n', got - start);
-        if (!nl) break;
-        std::size_t end = static_cast<std::size_t>(static_cast<const char*>(nl) - buf_.data());
-        whole_line = true;
-        if (id_text.empty()) id_text = "@" + file_.identity().text();  // the first line is whole
-        std::int64_t next = offset_ + static_cast<std::int64_t>(end + 1);
-        if (end > start)  // blank lines are skipped
-          out.push_back(
-              decode_message(buf_.substr(start, end - start), std::to_string(next) + id_text));
-        start = end + 1;
-      }
-      offset_ += static_cast<std::int64_t>(start);
-      if (!whole_line) {
-        // A line longer than the chunk: read a larger one, or stop at an unfinished last line.
-        if (got < want || static_cast<std::int64_t>(got) >= st.st_size - offset_) break;
-        chunk *= 2;
-      }
-    }
+    std::string id_text;
+    read_whole_lines(file_, offset_, out, max, buf_, [&](std::int64_t next) {
+      // The fingerprint needs the first line whole: it is, once a line ends.
+      if (id_text.empty()) id_text = "@" + file_.identity().text() + finished_.suffix();
+      return std::to_string(next) + id_text;
+    });
   }
 
   const std::string path_, dir_, base_, url_;
   const LogDirectory logdir_{dir_, base_};
   std::function<void(const std::string&, bool)> notice_;
   std::optional<Checkpoint> pending_ = Checkpoint{};  // seek() target, not resolved yet
+  std::optional<Checkpoint> pending_finished_;        // its finished file's part
   LogFile file_;            // the file being read: the one at the path, or a rotated one
   LogFile previous_;        // the file read before it (a re-seek into it needs no directory search)
   bool following_ = false;  // file_ is the file at the path
   bool finishing_ = false;  // file_ is rotated away: reading it to its end a last time
+  FinishedFile finished_;   // the file the last rotation finished, read on when it grows
   std::int64_t offset_ = 0;  // next byte of file_ to read
   std::string buf_;
 };
