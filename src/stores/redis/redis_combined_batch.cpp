@@ -35,8 +35,13 @@ std::vector<PartBatch> split(const ClaimedBatch& batch, int partitions) {
     pb.p = partition_in(pb.batch.lease.owner, partitions);
     at = bar2 + 1;
     if (pb.p < 0) continue;
-    for (const auto& e : batch.events)
-      if (static_cast<int>(e.seq % partitions) == pb.p) pb.batch.events.push_back(e);
+    for (const auto& e : batch.events) {
+      if (static_cast<int>(e.seq % partitions) != pb.p) continue;
+      StoredEvent& part = pb.batch.events.emplace_back();  // what settling and renewing read
+      part.id = e.id;
+      part.key = e.key;
+      part.seq = e.seq;
+    }
     out.push_back(std::move(pb));
   }
   return out;

@@ -20,7 +20,8 @@ ClaimedBatch combine(std::vector<ClaimedBatch>& parts);
 
 // A combined batch's parts: {partition, the part's batch (its events and lease)}. A batch of
 // one partition (not combined) has none. A part's partition is its composed seq mod
-// `partitions` (redis_partitioned.cpp, with_seqs).
+// `partitions` (redis_partitioned.cpp, with_seqs). A part's events carry only their id, key and
+// seq: what a settlement and a renewal read (the payloads are not copied on every settle).
 struct PartBatch {
   int p;
   ClaimedBatch batch;
