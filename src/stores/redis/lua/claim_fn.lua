@@ -233,15 +233,22 @@ for i = 1, #picked do
   attempts[i], expired[i] = n, w ~= nil
   any_expired = any_expired or expired[i]
 end
-local crashes_key = B .. 'v3:crashes'
-local crs = nil
-if any_expired or redis.call('EXISTS', crashes_key) == 1 then
-  crs = hmget_all(crashes_key, picked)
+local crashes_key, at_key = B .. 'v3:crashes', B .. 'v3:at'
+-- Which of the two exist, in one call when neither or both do (usually neither).
+local has_crashes, has_at = false, false
+local n_extra = redis.call('EXISTS', crashes_key, at_key)
+if n_extra == 2 then
+  has_crashes, has_at = true, true
+elseif n_extra == 1 then
+  has_at = redis.call('EXISTS', at_key) == 1
+  has_crashes = not has_at
 end
+local crs = nil
+if any_expired or has_crashes then crs = hmget_all(crashes_key, picked) end
 -- deliver_at comes back with the event (the event JSON's "deliver_at" reaches sinks and
 -- handlers, docs/redis.md): read only when some live or dead event is scheduled.
 local ats = nil
-if redis.call('EXISTS', B .. 'v3:at') == 1 then ats = mget_all('ZMSCORE', B .. 'v3:at', picked) end
+if has_at then ats = mget_all('ZMSCORE', at_key, picked) end
 local set, cset = {}, {}
 for i, id in ipairs(picked) do
   local n = attempts[i]

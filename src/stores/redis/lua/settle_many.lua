@@ -24,15 +24,21 @@ for s = 1, ns do
   i = i + 1 + L
 end
 local c0 = i
--- Every partition's layout first, so a refused outbox is left as it was everywhere.
+-- Every partition's layout first (once each: a partition usually both settles and claims), so
+-- a refused outbox is left as it was everywhere.
+local checked = {}
+local function check(base)
+  if checked[base] then return nil end
+  checked[base] = true
+  B = base
+  return layout_error()
+end
 for s = 1, ns do
-  B = parts[s][1]
-  local bad = layout_error()
+  local bad = check(parts[s][1])
   if bad then return bad end
 end
 for c = 0, nc - 1 do
-  B = ARGV[c0 + c * 8]
-  local bad = layout_error()
+  local bad = check(ARGV[c0 + c * 8])
   if bad then return bad end
 end
 -- fn(...) or its error as an error reply in the result.
