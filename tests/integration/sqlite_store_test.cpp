@@ -805,5 +805,51 @@ TEST_F(SqliteStoreTest, EmitFromAnotherProcessWakesTheRelay) {
   EXPECT_LT(waited, 3s);  // woken by data_version, not the 8 s timeout
 }
 
+// B2: a store whose file was removed, or replaced by another file, kept reading the old file:
+// stats() said 0 pending while the events written at the path piled up undelivered, and nothing
+// said so. Now every use of it fails, naming the file; a store opened again reads the path's.
+TEST_F(SqliteStoreTest, AFileRemovedOrReplacedUnderneathIsAnErrorNamingIt) {
+  namespace fs = std::filesystem;
+  for (const std::string how : {"removed", "re-created", "replaced"}) {
+    SCOPED_TRACE(how);
+    const std::string db = path(how + ".db");
+    auto store = open_sqlite_store("sqlite:" + db);
+    store->append(std::vector<Event>{Event::make("t", "{}")});
+    ASSERT_EQ(store->claim(10, 5s).events.size(), 1u);
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
+    std::vector<Event> at_path{Event::make("t", "{\"new\":1}"), Event::make("t", "{\"new\":2}")};
+    if (how == "re-created") {  // an emitter's next append creates a new file at the path
+      open_sqlite_store("sqlite:" + db)->append(at_path);
+    } else if (how == "replaced") {  // a restore: `mv new.db outbox.db`
+      open_sqlite_store("sqlite:" + path("new.db"))->append(at_path);
+      fs::rename(path("new.db"), db);
+    }
+    // Noticed within a second or so (a stat() at most once a second): bounded, generous wait.
+    std::string msg;
+    for (auto until = SteadyClock::now() + 20s; msg.empty() && SteadyClock::now() < until;) {
+      try {
+        store->stats();
+        std::this_thread::sleep_for(50ms);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::corrupt) << e.what();
+        msg = e.what();
+      }
+    }
+    ASSERT_FALSE(msg.empty()) << "stats() never failed";
+    EXPECT_NE(msg.find("'" + fs::weakly_canonical(db).string() + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(how == "removed" ? "was removed" : "was replaced"), std::string::npos)
+        << msg;
+    error_of([&] { store->claim(10, 5s); }, ErrorCode::corrupt);
+    error_of([&] { store->wait_for_work(5s); }, ErrorCode::corrupt);
+    error_of([&] { store->append(std::vector<Event>{Event::make("t", "{}")}); },
+             ErrorCode::corrupt);
+    error_of([&] { store->stats(); }, ErrorCode::corrupt);
+    if (how != "removed") {  // opened again: the file at the path, with its events
+      auto again = open_sqlite_store("sqlite:" + db);
+      EXPECT_EQ(again->claim(10, 5s).events.size(), at_path.size());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace outpost

@@ -48,6 +48,7 @@
 #include "stores/sqlite/sqlite_append.h"
 #include "stores/sqlite/sqlite_claim.h"
 #include "stores/sqlite/sqlite_conn.h"
+#include "stores/sqlite/sqlite_file_check.h"
 #include "stores/sqlite/sqlite_inspect.h"
 #include "stores/sqlite/sqlite_lock.h"
 #include "stores/sqlite/sqlite_schema.h"
@@ -98,6 +99,7 @@ class SqliteStore final : public Store {
       std::lock_guard l(shared_->mu);
       claim_gen_ = shared_->generation;
     }
+    if (!memory_) file_check_.start(path_);  // the file opened: noticed when the path changes
   }
 
   std::string_view backend() const override { return "sqlite"; }
@@ -112,6 +114,7 @@ class SqliteStore final : public Store {
   void append(std::span<const Event> events, TxHandle tx) override {
     auto prepared = core::prepare_for_append(events, options_.store, "sqlite");
     if (prepared.empty()) return;
+    file_check_.check();  // not into a file that was removed or replaced
     if (tx.kind() == TxHandle::Kind::sqlite) {
       append_in_user_tx(prepared, static_cast<sqlite3*>(tx.native()));
       return;
@@ -132,6 +135,7 @@ class SqliteStore final : public Store {
     ClaimedBatch batch;
     batch.lease.owner = std::to_string(next_owner());
     if (max == 0) return batch;
+    file_check_.check();
     write_txn([&](Conn& c) {
       claim_in_txn(c, batch, max, lease, order);
       return 0;
@@ -169,6 +173,8 @@ class SqliteStore final : public Store {
       if (max > 0) claim_in_txn(c, batch, max, lease, order);
       return 0;
     });
+    // After the settlement committed; the batch claimed from a replaced file is left to its lease.
+    if (max > 0) file_check_.check();
     return batch;
   }
 
@@ -332,6 +338,7 @@ class SqliteStore final : public Store {
     // The last claim stopped early: there may be claimable rows past its window, and the next
     // claim reads the whole table. A spurious wake-up is allowed.
     if (last_claim_truncated_.load()) return;
+    file_check_.check();
     auto start = SteadyClock::now();
     auto deadline = start + max;
     // Wake no later than the next retry or lease expiry.
@@ -351,6 +358,7 @@ class SqliteStore final : public Store {
       if (shared_->generation != gen0 || interrupts_ != int0) return;
       if (memory_) continue;
       l.unlock();
+      file_check_.check();  // an idle relay notices a removed or replaced file too
       auto dv = try_writer_data_version();
       if (dv && *dv != dv0) return;  // another connection (or process) committed
       l.lock();
@@ -410,6 +418,7 @@ class SqliteStore final : public Store {
   // Runs fn(reader) for a read; the in-memory database has only the writer connection.
   template <class F>
   auto read(F&& fn) -> decltype(fn(std::declval<Conn&>())) {
+    file_check_.check();  // stats() too: /readyz and /metrics say so
     if (memory_) {
       std::lock_guard<core::FairLock> g(shared_->write_lock);
       return fn(writer_);
@@ -571,7 +580,8 @@ class SqliteStore final : public Store {
       0;  // random per store object: lease owners of different objects differ
   std::atomic<std::uint64_t> claim_counter_{0};
 
-  Conn writer_;  // guarded by shared_->write_lock
+  FileCheck file_check_;  // the path still names the file opened
+  Conn writer_;           // guarded by shared_->write_lock
   std::mutex reader_mu_;
   Conn reader_;  // guarded by reader_mu_; empty for :memory:
 
