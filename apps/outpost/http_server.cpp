@@ -210,7 +210,8 @@ void HttpServer::guard(const std::string& name, Guard guard) {
   impl_->guards.emplace_back(name, std::move(guard));
 }
 
-void HttpServer::listen() {
+void HttpServer::bind() {
+  if (impl_->port > 0) return;
   httplib::Server& server = impl_->server;
   const char* host = impl_->host.c_str();
   errno = 0;  // what the failed bind() left, for the message (cpp-httplib returns only false)
@@ -225,6 +226,10 @@ void HttpServer::listen() {
                 impl_->flag + ": cannot listen on " + impl_->addr +
                     (err ? std::string(": ") + std::strerror(err) : std::string()));
   }
+}
+
+void HttpServer::listen() {
+  bind();
   impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
 }
 

@@ -53,7 +53,10 @@ class HttpServer {
   // read; `name` starts its refusals' log lines ("dashboard: refused POST ...").
   void guard(const std::string& name, Guard guard);
 
-  // Binds and serves on its own thread. Throws Error(connection) when it cannot bind.
+  // Binds the address (and keeps it: connections wait in the backlog until listen()). Throws
+  // Error(connection) naming the address and why when it cannot bind.
+  void bind();
+  // Binds (unless bind() did) and serves on its own thread.
   void listen();
   int port() const;
 

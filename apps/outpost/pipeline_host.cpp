@@ -252,16 +252,21 @@ std::shared_ptr<HostedPipeline> PipelineHost::open(const AnyPipelineConfig& c) c
 void PipelineHost::open_and_start(const std::vector<AnyPipelineConfig>& configs) {
   // Every URL of every pipeline before the first one opens anything.
   for (const auto& c : configs) in_context(c, [&] { check_urls(c); });
+  // The address is bound before any pipeline opens: one in use (another daemon) is a start error
+  // that leaves no store or sink file behind (docs/operations.md, "Connections").
+  if (!options_.listen.empty())
+    signals_->http
+        .emplace(options_.listen, options_.listen_name, [this] { return allowed_hosts(); })
+        .bind();
   std::map<std::string, std::shared_ptr<HostedPipeline>> opened;
   for (const auto& c : configs) opened[pipeline_name(c)] = open(c);
   {
     std::lock_guard lock(mu_);
     pipelines_ = std::move(opened);
   }
-  // The server before the threads: an address it cannot bind starts nothing.
+  // Served before the threads start.
   if (!options_.listen.empty()) {
-    HttpServer& http = signals_->http.emplace(options_.listen, options_.listen_name,
-                                              [this] { return allowed_hosts(); });
+    HttpServer& http = *signals_->http;
     add_metrics_routes(http, *this);
     add_health_routes(http, *this);
     add_dashboard_routes(http, *this);

@@ -340,3 +340,31 @@ TEST_F(DaemonHttpHardening, NoEventfdIsAStartErrorNotSlowAnswers) {
   EXPECT_EQ(r.code, 1) << r.all();
   EXPECT_NE(r.err.find("eventfd"), std::string::npos) << r.all();
 }
+
+// Operator finding N6: `[http] listen` on a port in use was found only after every pipeline had
+// opened its store and sink (the files were created); the address is now bound first, so the
+// start error leaves nothing behind, as a listen host that does not resolve does.
+TEST_F(DaemonHttpHardening, ABusyListenAddressIsFoundBeforeAnyPipelineOpens) {
+  int busy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(busy, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(busy, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(busy, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(busy, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string listen = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const std::string file = dir_ / "busy.toml";
+  write_file(file,
+             "[http]\nlisten = \"" + listen + "\"\n" +
+                 relay("orders", "sqlite:" + dir_ / "busy.db", "file:" + dir_ / "busy.jsonl"));
+  auto r = run_cli({"run", "--config", file}, {}, 60s);
+  ::close(busy);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("cannot listen on " + listen + ": Address already in use"),
+            std::string::npos)
+      << r.all();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "busy.db")) << "the store was opened";
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "busy.jsonl")) << "the sink was opened";
+}
