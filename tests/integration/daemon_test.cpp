@@ -24,6 +24,7 @@
 
 #include "cli_process.h"
 #include "refusing_webhook.h"
+#include "server_process.h"
 
 namespace {
 
@@ -1218,12 +1219,10 @@ TEST_F(DaemonHttpTest, ASinkThatIsDownIsDetailNotUnreadinessAndAFailedStartIsSho
 // pause (it probes the sink), and goes once the sink answers again, also when the pipeline is idle
 // afterwards: before, the last failed batch stayed the detail for as long as nothing else came.
 TEST_F(DaemonHttpTest, ASinkIsReportedDownSinceWhenAndNoLongerOnceItAnswers) {
-  int hook_port = 0;
-  {  // a port nobody listens on, for now
-    httplib::Server probe;
-    hook_port = probe.bind_to_any_port("127.0.0.1");
-  }
-  ASSERT_GT(hook_port, 0);
+  // A port nobody listens on, for now. (An httplib::Server bound and dropped without serving
+  // kept its socket listening: the relay's connections to it waited for the 10 s timeout, and
+  // the webhook bound beside it with SO_REUSEPORT got only some of them.)
+  const int hook_port = free_port();
   emit(dir_ / "a.db", 1);
   int port = start("[http]\nlisten = \"127.0.0.1:0\"\n" +
                    relay("hook", "sqlite:" + dir_ / "a.db",
