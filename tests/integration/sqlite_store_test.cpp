@@ -183,6 +183,19 @@ TEST_F(SqliteStoreTest, UnreachableDirectoryIsAConnectionError) {
   EXPECT_NE(msg.find(bad), std::string::npos) << msg;
 }
 
+// B4.5: a directory was "database file 'DIR/' cannot be read: disk I/O error" (a connection
+// error, retried as an outage). It is bad input: a ConfigError saying so.
+TEST_F(SqliteStoreTest, ADirectoryIsAConfigErrorSayingSo) {
+  std::string msg = error_of([&] { open_sqlite_store("sqlite:" + dir_); }, ErrorCode::config);
+  EXPECT_NE(msg.find("'" + dir_ + "' is a directory"), std::string::npos) << msg;
+  msg = error_of([&] { open_sqlite_store("sqlite:" + dir_ + "/"); }, ErrorCode::config);
+  EXPECT_NE(msg.find("names a directory"), std::string::npos) << msg;
+  std::string missing = dir_ + "/not-yet/";  // a trailing '/' names a directory, also unmade
+  msg = error_of([&] { open_sqlite_store("sqlite:" + missing); }, ErrorCode::config);
+  EXPECT_NE(msg.find("names a directory"), std::string::npos) << msg;
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
 TEST_F(SqliteStoreTest, EventsSurviveReopening) {
   std::vector<Event> events{Event::make("a", "1", "k"), Event::make("b", "2", "k")};
   open_sqlite_store("sqlite:" + path())->append(events);

@@ -54,6 +54,7 @@
 #include "stores/sqlite/sqlite_schema.h"
 #include "stores/sqlite/sqlite_settle.h"
 #include "stores/sqlite/sqlite_sql.h"
+#include "stores/sqlite/sqlite_url.h"
 
 namespace outpost {
 namespace {
@@ -70,12 +71,7 @@ class SqliteStore final : public Store {
         t_(validated_table(options.table)),
         memory_(options.path == ":memory:"),
         sql_(t_) {
-    if (options_.path.empty()) throw ConfigError("sqlite store: the database path is empty");
-    // SQLite takes the path as a C string: a NUL (%00 in a URL) would silently cut it short.
-    if (options_.path.find('\0') != std::string::npos)
-      throw ConfigError("sqlite store: the database path contains a NUL byte (%00)");
-    if (options_.busy_timeout.count() < 0)
-      throw ConfigError("sqlite store: busy_timeout must not be negative");
+    check_options(options_);  // ConfigError naming what is wrong, before anything is opened
     path_ = memory_ ? options_.path : canonical(options_.path);
     shared_ = memory_ ? std::make_shared<FileShared>() : shared_for(path_);
     std::random_device rd;

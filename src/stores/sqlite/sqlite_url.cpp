@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <filesystem>
 
 #include "core/names.h"
 #include "core/store_params.h"
@@ -16,6 +17,18 @@
 namespace outpost {
 
 namespace sqlite_store {
+
+void check_options(const SqliteOptions& o) {
+  if (o.path.empty()) throw ConfigError("sqlite store: the database path is empty");
+  // SQLite takes the path as a C string: a NUL (%00 in a URL) would silently cut it short.
+  if (o.path.find('\0') != std::string::npos)
+    throw ConfigError("sqlite store: the database path contains a NUL byte (%00)");
+  if (o.busy_timeout.count() < 0)
+    throw ConfigError("sqlite store: busy_timeout must not be negative");
+  // SQLite would say "disk I/O error" (a connection error, retried as an outage).
+  if (std::error_code ec; o.path != ":memory:" && std::filesystem::is_directory(o.path, ec))
+    throw ConfigError("sqlite store: '" + o.path + "' is a directory, not a database file");
+}
 
 SqliteOptions parse_url(std::string_view url, const StoreOptions& options) {
   auto u = core::Url::parse(url);
@@ -40,6 +53,11 @@ SqliteOptions parse_url(std::string_view url, const StoreOptions& options) {
   if (o.path.empty() || o.path == "/")
     throw ConfigError("bad URL '" + u.redacted() +
                       "': missing database path (use sqlite:PATH or sqlite::memory:)");
+  if (o.path.back() == '/')
+    throw ConfigError("bad URL '" + u.redacted() +
+                      "': the database path names a directory (it ends in '/'): name a file, "
+                      "e.g. sqlite:" +
+                      o.path + "outbox.db");
   if (auto table = u.param("table")) o.table = *table;
   core::require_identifier(o.table, "table name (URL parameter 'table')");
   if (auto sync = u.param("synchronous")) {

@@ -11,4 +11,8 @@ namespace outpost::sqlite_store {
 
 SqliteOptions parse_url(std::string_view url, const StoreOptions& options);
 
+// The options a store is made with (also without a URL): the path (not empty, no NUL, not a
+// directory) and busy_timeout. ConfigError naming what is wrong.
+void check_options(const SqliteOptions& o);
+
 }  // namespace outpost::sqlite_store
