@@ -560,6 +560,40 @@ TEST(RedisPartitions, AnAppendOverSeveralPartitionsIsWholeOrNothing) {
   EXPECT_EQ(store->stats().pending, static_cast<std::int64_t>(events.size()) + 1);
 }
 
+// dead_retention on a partitioned outbox: a dead letter goes once past its retention even when
+// its partition sees no more acks (before: only an ack pruned, and only its own partition, so a
+// key that went quiet kept its dead letters for ever). The relay's beat prunes the partitions it
+// holds.
+TEST(RedisPartitions, ADeadLetterGoesAfterItsRetentionInAPartitionNoAckReaches) {
+  const auto url = outbox_url("&partitions=16&dead_retention=300ms");
+  REQUIRE_REDIS(url);
+  auto store = open_redis_store(url);
+  std::vector<Event> old{make("a", 0)};
+  old[0].id = EventId::generate();
+  std::string other = "b";  // a key of another partition: its acks never reach "a"'s
+  for (int i = 0; redis_store::fnv1a(other) % 16 == redis_store::fnv1a("a") % 16; ++i)
+    other = "b" + std::to_string(i);
+  store->append(old);
+  ClaimedBatch b = store->claim(10, 30s);
+  ASSERT_EQ(b.events.size(), 1u);
+  std::vector<Nack> nacks{{old[0].id, "refused", std::nullopt}};
+  ASSERT_EQ(store->nack(b, nacks), 1u);
+  std::this_thread::sleep_for(600ms);
+  bool gone = false;
+  for (auto deadline = SteadyClock::now() + 15s; !gone && SteadyClock::now() < deadline;) {
+    std::vector<Event> more{make(other, 1)};
+    store->append(more);
+    ClaimedBatch c = store->claim(10, 30s);
+    std::vector<EventId> ids;
+    for (const auto& e : c.events) ids.push_back(e.id);
+    if (!ids.empty()) store->ack(c, ids);
+    gone = true;
+    for (const auto& d : store->dead(10)) gone = gone && d.id != old[0].id;
+    if (!gone) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(gone) << "a dead letter stayed past dead_retention in a partition no ack reached";
+}
+
 // The EVALSHA calls a private server (tests/support/server_process.h) has run so far.
 std::int64_t evalsha_calls(std::uint16_t port) {
   redisContext* c = redisConnect("127.0.0.1", port);

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "stores/redis/redis_body.h"
 #include "stores/redis/redis_partition.h"
 
 namespace outpost::redis_store {
@@ -61,6 +62,48 @@ PartSettlement settlement_of(const ClaimedBatch& part, const Settlement& settlem
   for (const auto& id : settlement.releases)
     if (contains(part, id)) mine.releases.push_back(id);
   return mine;
+}
+
+std::vector<std::size_t> append_partitions(Client& client, const Script& many, const Script& one,
+                                           const std::string& prefix, const std::string& base,
+                                           const std::string& key,
+                                           const std::vector<std::vector<Event>>& groups,
+                                           bool one_script) {
+  std::vector<AppendArgv> args(groups.size());
+  std::vector<std::string> bases(groups.size()), keys(groups.size());
+  std::vector<std::size_t> of;  // the partitions with events, in order
+  for (std::size_t p = 0; p < groups.size(); ++p) {
+    if (groups[p].empty()) continue;
+    bases[p] = "{" + prefix + ":p" + std::to_string(p) + "}:";
+    keys[p] = bases[p] + "pending";
+    append_argv(groups[p], bases[p], args[p]);  // points into bases[p]
+    of.push_back(p);
+  }
+  if (one_script) {
+    std::vector<std::string> lengths;
+    lengths.reserve(of.size());
+    for (std::size_t p : of) lengths.push_back(std::to_string(args[p].argv.size()));
+    const std::string parts = std::to_string(of.size());
+    std::vector<std::string_view> argv{base, parts};
+    for (std::size_t i = 0; i < of.size(); ++i) {
+      argv.push_back(lengths[i]);
+      argv.insert(argv.end(), args[of[i]].argv.begin(), args[of[i]].argv.end());
+    }
+    client.eval(many, key, argv, /*idempotent=*/false);
+    return {};
+  }
+  const std::string sha = client.sha_of(one);
+  std::vector<std::vector<std::string_view>> commands;
+  for (std::size_t p : of) {
+    std::vector<std::string_view> cmd{"EVALSHA", sha, "1", keys[p]};
+    cmd.insert(cmd.end(), args[p].argv.begin(), args[p].argv.end());
+    commands.push_back(std::move(cmd));
+  }
+  std::vector<Reply> replies = client.pipeline(commands);
+  std::vector<std::size_t> again;
+  for (std::size_t i = 0; i < replies.size(); ++i)
+    if (!reply_error(replies[i].get()).empty()) again.push_back(of[i]);
+  return again;
 }
 
 void run_settle_many(Client& client, const Script& script, const std::string& key,

@@ -41,6 +41,19 @@ struct PartSettlement {
 // The events of `settlement` that are among `part`'s.
 PartSettlement settlement_of(const ClaimedBatch& part, const Settlement& settlement);
 
+// An append over several partitions (docs/redis.md, Partitions: Routing); groups[p]: the
+// prepared events of partition p. On a single master (`one_script`) one EVALSHA of `many`
+// (lua/append_many.lua: every part checked, then every part written, one wake): one round trip
+// and one script call whatever the number of partitions. Else one EVALSHA of `one` per
+// partition, all sent before any reply is read (the partitions on other masters answer MOVED).
+// Returns the partitions whose pipelined reply was an error (a redirect, NOSCRIPT: it did not
+// run), to append again on their own store; throws as Client::eval for `many`.
+std::vector<std::size_t> append_partitions(Client& client, const Script& many, const Script& one,
+                                           const std::string& prefix, const std::string& base,
+                                           const std::string& key,
+                                           const std::vector<std::vector<Event>>& groups,
+                                           bool one_script);
+
 class PartitionStore;
 
 // One EVALSHA of lua/settle_many.lua on a single master (not a cluster: the partitions are in

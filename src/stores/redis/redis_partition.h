@@ -25,6 +25,9 @@ class PartitionStore : public Store {
   virtual bool holds_writer_lease() const = 0;
   // Compare-and-delete of the writer lease: another relay may take the partition at once.
   virtual void give_up_writer_lease() = 0;
+  // What an ack prunes (archived events, dead letters past their retention: lua/prune.lua),
+  // without an ack, for a partition no ack reaches.
+  virtual void prune_retained() = 0;
   // From the last claim that took nothing: ms until something may become claimable (a retry
   // due, a lease or the writer lease expiring); -1: nothing known.
   virtual std::int64_t next_hint_ms() const = 0;

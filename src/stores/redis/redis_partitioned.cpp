@@ -35,6 +35,8 @@ constexpr std::int64_t kRetryHeldMs = 100;
 // joining or stopping relay moves partitions within a fraction of a second; a beat is one small
 // script on the outbox's own slot.
 constexpr Duration kMaxBeat{200};
+// Partitions held are pruned every this many beats (at most ~1 s apart: beat).
+constexpr int kPruneBeats = 5;
 
 std::int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -107,46 +109,13 @@ class PartitionedStore final : public PartitionedReads {
     append_pipelined(groups);
   }
 
-  // On a single master (not a cluster): one script appends to every partition of the call
-  // (lua/append_many.lua: all checked first, then all written, one wake), one round trip and
-  // one script call whatever the number of partitions. On a cluster: one EVALSHA append per
-  // partition, all sent before any reply is read (the partitions on other masters answer MOVED);
-  // a partition whose reply is an error (a redirect, NOSCRIPT: it did not run) appends again on
-  // its own store, which follows redirects, reloads the script and reports any other error.
+  // One script call on a single master, else one per partition (append_partitions); a
+  // partition whose pipelined reply was an error appends again on its own store, which follows
+  // redirects, reloads the script and reports any other error as usual.
   void append_pipelined(const std::vector<std::vector<Event>>& groups) {
-    std::vector<AppendArgv> args(groups.size());
-    std::vector<std::string> bases(groups.size()), keys(groups.size());
-    std::vector<std::size_t> of;  // the partitions with events, in order
-    for (std::size_t p = 0; p < groups.size(); ++p) {
-      if (groups[p].empty()) continue;
-      bases[p] = "{" + prefix_ + ":p" + std::to_string(p) + "}:";
-      keys[p] = bases[p] + "pending";
-      append_argv(groups[p], bases[p], args[p]);  // points into bases[p]
-      of.push_back(p);
-    }
-    if (one_script()) {
-      std::vector<std::string> lengths;
-      lengths.reserve(of.size());
-      for (std::size_t p : of) lengths.push_back(std::to_string(args[p].argv.size()));
-      const std::string parts = std::to_string(of.size());
-      std::vector<std::string_view> argv{base_, parts};
-      for (std::size_t i = 0; i < of.size(); ++i) {
-        argv.push_back(lengths[i]);
-        argv.insert(argv.end(), args[of[i]].argv.begin(), args[of[i]].argv.end());
-      }
-      meta_.eval(append_many_script_, key_, argv, /*idempotent=*/false);
-      return;
-    }
-    const std::string sha = meta_.sha_of(append_script_);
-    std::vector<std::vector<std::string_view>> commands;
-    for (std::size_t p : of) {
-      std::vector<std::string_view> cmd{"EVALSHA", sha, "1", keys[p]};
-      cmd.insert(cmd.end(), args[p].argv.begin(), args[p].argv.end());
-      commands.push_back(std::move(cmd));
-    }
-    std::vector<Reply> replies = meta_.pipeline(commands);
-    for (std::size_t i = 0; i < replies.size(); ++i)
-      if (!reply_error(replies[i].get()).empty()) parts_[of[i]].store->append(groups[of[i]], {});
+    for (std::size_t p : append_partitions(meta_, append_many_script_, append_script_, prefix_,
+                                           base_, key_, groups, one_script()))
+      parts_[p].store->append(groups[p], {});
   }
 
   ClaimedBatch claim(std::size_t max, Duration lease, ClaimOrder order) override {
@@ -554,11 +523,29 @@ class PartitionedStore final : public PartitionedReads {
       }
     }
     for (int p : give_up) parts_[p].store->give_up_writer_lease();
+    // An ack prunes only its own partition: one whose keys went quiet would keep archived
+    // events and dead letters past their retention. So every kPruneBeats-th beat prunes the
+    // partitions this relay holds (docs/redis.md, Partitions).
+    if (!prunes_ || ++beats_since_prune_ < kPruneBeats) return;
+    beats_since_prune_ = 0;
+    for (int p = 0; p < n_; ++p) {
+      {
+        std::lock_guard lock(mu_);
+        if (!assigned(p) || !parts_[p].store->holds_writer_lease()) continue;
+      }
+      try {
+        parts_[p].store->prune_retained();
+      } catch (const std::exception&) {  // the next round tries again
+      }
+    }
   }
 
   const StoreOptions options_;
   const Duration writer_lease_;
   const bool owning_;  // writer leases on: each partition has one owner
+  const bool prunes_ = options_.dead_retention.count() > 0 ||
+                       (options_.archive && options_.archive_retention.count() > 0);
+  int beats_since_prune_ = 0;  // only the beat (join) uses it
   const std::string prefix_;
   const std::string base_;  // "{prefix}:": the outbox's own key space (count, members)
   const std::string key_;

@@ -73,6 +73,7 @@ struct Scripts {
                 {}};
   Script renew{"renew", with_prologue(kRenew), {}, {}};
   Script heartbeat{"heartbeat", with_prologue(kHeartbeat), {}, {}};
+  Script prune{"prune", with_prologue(kPrune), {}, {}};
   Script unlock{"unlock", with_prologue(kUnlock), {}, {}};
   Script stats{"stats", with_prologue(kStats), {}, {}};
   Script list{"list", with_prologue(kList), {}, {}};
@@ -113,6 +114,9 @@ class RedisStore final : public PartitionStore {
   }
 
   bool holds_writer_lease() const override { return held_.load(); }
+  void prune_retained() override {
+    client_.eval(scripts_.prune, key_, {base_, options_.archive ? "1" : "0", retention_arg()});
+  }
   std::int64_t next_hint_ms() const override { return next_hint_ms_.load(); }
 
   void give_up_writer_lease() override {
