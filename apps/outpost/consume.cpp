@@ -191,20 +191,24 @@ std::string_view ConsumeBridge::sink_name() const {
 }
 
 template <class F>
-auto ConsumeBridge::with_probe_store(F&& fn) const
+auto ConsumeBridge::with_probe_store(F&& fn, bool read) const
     -> decltype(fn(std::declval<CheckpointStore&>())) {
   std::lock_guard lock(probe_mu_);
-  try {
-    if (!probe_store_) probe_store_ = open_checkpoint_store(args_.checkpoint);
-    return fn(*probe_store_);
-  } catch (...) {
-    probe_store_.reset();  // reconnect next time
-    throw;
+  bool again = read && probe_store_;
+  for (;;) {
+    try {
+      if (!probe_store_) probe_store_ = open_checkpoint_store(args_.checkpoint);
+      return fn(*probe_store_);
+    } catch (...) {
+      probe_store_.reset();  // reconnect next time
+      if (!again) throw;
+      again = false;
+    }
   }
 }
 
 std::vector<ConsumerDeadLetter> ConsumeBridge::dead(std::size_t limit) const {
-  return with_probe_store([&](CheckpointStore& s) { return s.dead(args_.group, limit); });
+  return with_probe_store([&](CheckpointStore& s) { return s.dead(args_.group, limit); }, true);
 }
 
 std::size_t ConsumeBridge::retry(std::span<const std::string> ids) const {
@@ -237,18 +241,16 @@ ConsumerStatus ConsumeBridge::status() const {
   s.counters = consumer_->counters();
   s.group = args_.group;
   s.source = std::string(source_->name());
-  std::lock_guard lock(probe_mu_);
   std::string position;
   try {
-    if (!probe_store_) probe_store_ = open_checkpoint_store(args_.checkpoint);
-    auto group = probe_store_->group(args_.group);
+    auto group = with_probe_store([&](CheckpointStore& c) { return c.group(args_.group); }, true);
     s.dead = group ? group->dead : 0;
     if (group) position = s.position = group->position;
   } catch (const std::exception& e) {
     s.store_error = e.what();
-    probe_store_.reset();  // reconnect next time
     return s;
   }
+  std::lock_guard lock(probe_mu_);
   try {
     if (!probe_source_) probe_source_ = open_source(args_.from);
     s.lag = probe_source_->lag(position);

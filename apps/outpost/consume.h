@@ -55,9 +55,13 @@ class ConsumeBridge final : public ConsumerProbe {
   std::unique_ptr<Source> touching_source_;  // source_ marking the loop alive, with metrics
   std::unique_ptr<Consumer> consumer_;
   std::atomic<bool> moved_{false};  // an operator moved the group (ConsumerOptions::on_moved)
-  // fn(checkpoint store) on the probe's own connection, reopened after a failure.
+  // fn(checkpoint store) on the probe's own connection, reopened after a failure. A `read` that
+  // fails on a connection opened earlier is tried once more on a fresh one: that connection may
+  // have gone stale while idle (a PostgreSQL restart), and /readyz must not flap for it (N4).
+  // Mutations are not repeated: the first attempt may have been applied.
   template <class F>
-  auto with_probe_store(F&& fn) const -> decltype(fn(std::declval<CheckpointStore&>()));
+  auto with_probe_store(F&& fn, bool read = false) const
+      -> decltype(fn(std::declval<CheckpointStore&>()));
   mutable std::mutex probe_mu_;
   mutable std::unique_ptr<Source> probe_source_;          // guarded by probe_mu_
   mutable std::unique_ptr<CheckpointStore> probe_store_;  // guarded by probe_mu_

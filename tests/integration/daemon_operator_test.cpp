@@ -14,6 +14,9 @@
 #include <sstream>
 
 #include "cli_process.h"
+#ifdef OUTPOST_TEST_HAVE_CONSUME
+#include "private_postgres.h"
+#endif
 
 namespace {
 
@@ -349,5 +352,43 @@ TEST(RelayStoreBack, OutpostRelaySaysOnceThatItsStoreWorksAgain) {
   EXPECT_EQ(count_of(all, "the store works again after"), 1u) << all;
   EXPECT_NE(all.find(" failed calls)"), std::string::npos) << all;
 }
+
+#ifdef OUTPOST_TEST_HAVE_CONSUME
+// N4: after PostgreSQL restarted, the first /readyz failed `store_connected` for a [[consume]]
+// whose checkpoint store is on it ("schema on PostgreSQL ...: FATAL: terminating connection due
+// to administrator command"), although the pipeline was fine: the probe's pooled connection was
+// stale. The check is now tried once more on a fresh connection. (A [[relay]] on the same server
+// is checked too: its store's pool drops a broken connection, it did not flap.)
+TEST_F(DaemonOperatorTest, ReadinessDoesNotFlapAfterPostgresRestarts) {
+  std::unique_ptr<PrivateCluster> pg;
+  try {
+    pg = std::make_unique<PrivateCluster>();
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no private PostgreSQL cluster: " << e.what();
+  }
+  write_file(dir_ / "log.jsonl", "");
+  int port = start("[http]\nlisten = \"127.0.0.1:0\"\n\n[[consume]]\nname = \"c\"\nfrom = \"file:" +
+                   dir_ / "log.jsonl" + "\"\ngroup = \"g\"\ncheckpoint = \"" + pg->url() +
+                   "\"\nsink = \"file:" + dir_ / "out.jsonl" + "\"\n" +
+                   relay("r", pg->url(), "file:" + dir_ / "r.jsonl"));
+  ASSERT_GT(port, 0) << log();
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(20, 0);
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    auto r = client.Get("/readyz");
+    body = r ? std::to_string(r->status) + " " + r->body : "no answer";
+    return body.rfind("200 ", 0) == 0;
+  })) << body
+      << log();
+  for (int i = 0; i < 2; ++i) {
+    pg->restart();  // -m fast: the server ends every session; pg_ctl -w returns once it accepts
+    auto r = client.Get("/readyz");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, 200) << "restart " << i << ": " << r->body << log();
+    EXPECT_EQ(r->body.find("store_connected"), std::string::npos) << r->body;
+  }
+}
+#endif
 
 }  // namespace
