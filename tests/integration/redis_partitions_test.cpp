@@ -594,6 +594,38 @@ TEST(RedisPartitions, ADeadLetterGoesAfterItsRetentionInAPartitionNoAckReaches) 
   EXPECT_TRUE(gone) << "a dead letter stayed past dead_retention in a partition no ack reached";
 }
 
+// archive_retention likewise: an archived event goes once past its retention though its
+// partition sees no more acks (before: it stayed, as the dead letter above).
+TEST(RedisPartitions, AnArchivedEventGoesAfterItsRetentionInAPartitionNoAckReaches) {
+  const auto url = outbox_url("&partitions=16&archive=1&archive_retention=300ms");
+  REQUIRE_REDIS(url);
+  auto store = open_redis_store(url);
+  std::vector<Event> first{make("a", 0)};
+  first[0].id = EventId::generate();
+  std::string other = "b";  // a key of another partition: its acks never reach "a"'s
+  for (int i = 0; redis_store::fnv1a(other) % 16 == redis_store::fnv1a("a") % 16; ++i)
+    other = "b" + std::to_string(i);
+  store->append(first);
+  ClaimedBatch b = store->claim(10, 30s);
+  ASSERT_EQ(b.events.size(), 1u);
+  ASSERT_EQ(store->ack(b, std::vector<EventId>{first[0].id}), 1u);
+  std::this_thread::sleep_for(600ms);
+  bool gone = false;
+  for (auto deadline = SteadyClock::now() + 15s; !gone && SteadyClock::now() < deadline;) {
+    std::vector<Event> more{make(other, 1)};
+    store->append(more);
+    ClaimedBatch c = store->claim(10, 30s);
+    std::vector<EventId> ids;
+    for (const auto& e : c.events) ids.push_back(e.id);
+    if (!ids.empty()) store->ack(c, ids);
+    gone = true;
+    for (const auto& a : store->archived(100)) gone = gone && a.id != first[0].id;
+    if (!gone) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(gone) << "an archived event stayed past archive_retention in a partition no ack "
+                       "reached";
+}
+
 // The EVALSHA calls a private server (tests/support/server_process.h) has run so far.
 std::int64_t evalsha_calls(std::uint16_t port) {
   redisContext* c = redisConnect("127.0.0.1", port);
