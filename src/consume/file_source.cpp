@@ -416,6 +416,13 @@ class FileSource final : public Source {
     // The late lines of the file finished before, first: it is replaced below.
     if (finished_.has_lines()) return true;
     finishing_ = false;
+    // The finished file where it is now (LOG.1 after logrotate's rename), not the path it was
+    // opened at, which names the file reopened below.
+    LogFile now_at = logdir_.find_by_identity(file_.identity());
+    const bool in_dir = static_cast<bool>(now_at);
+    const std::string name = in_dir ? now_at.name : file_.name;
+    now_at = {};
+    std::int64_t watch_from = offset_;
     auto st = fstat_or_throw(file_.fd.get(), file_.name);
     if (st.st_size > offset_) {
       std::string tail(static_cast<std::size_t>(st.st_size - offset_), '\0');
@@ -423,39 +430,37 @@ class FileSource final : public Source {
       tail.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
       std::int64_t end = offset_ + static_cast<std::int64_t>(tail.size());
       // An event whose '\n' is missing is handed on (a copy the relay sends again is skipped by
-      // the inbox); a fragment is what a writer's crash tore, and the relay sends its event
-      // again (the file sink cuts such a tail off the same way): said, not parked.
+      // the inbox). A fragment is a line still being written (a batch in flight on the old
+      // descriptor) or torn by a writer's crash (the relay sends its event again; the file sink
+      // cuts such a tail off the same way): watched from its start, so a line finished later is
+      // read whole; one never finished is skipped with a warning when the watch ends.
       Message m = decode_message(tail, position_at(end) + finished_.suffix());
-      if (m.parse_error.empty())
+      if (m.parse_error.empty()) {
         out.push_back(std::move(m));
-      else
-        notice("'" + file_.name + "' ends in a torn line (bytes " + std::to_string(offset_) +
+        watch_from = end;
+      } else {
+        notice("'" + name + "' ends in an unfinished line (bytes " + std::to_string(offset_) +
                    " to " + std::to_string(end) +
-                   ", no newline, not an event): skipped; its event is delivered again by the "
-                   "relay that wrote it",
-               true);
+                   ", no newline, not an event): read once its writer finishes it",
+               false);
+      }
       offset_ = end;
     }
-    // The finished file where it is now (LOG.1 after logrotate's rename), not the path it was
-    // opened at, which names the file reopened below.
-    LogFile now_at = logdir_.find_by_identity(file_.identity());
-    std::string finished = "'" + (now_at ? now_at.name : file_.name) + "'" +
-                           (now_at ? "" : " (no longer in its directory)");
+    std::string finished = "'" + name + "'" + (in_dir ? "" : " (no longer in its directory)");
     std::int64_t at = offset_;
     // Watched from here on for lines a late writer appends to it, instead of the one before.
     if (std::int64_t torn = finished_.unread_bytes())
       notice("'" + finished_.file().name + "' ends in " + std::to_string(torn) +
-                 " bytes without a newline, appended after it was finished (not an event): "
-                 "skipped; no longer watched",
+                 " bytes without a newline (a line its writer never finished: a crash; the relay "
+                 "that wrote it delivers its event again): skipped; no longer watched",
              true);
     LogFile watched;
     watched.fd = file_log::Fd(::fcntl(file_.fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!watched.fd)
       throw ConnectionError("file", "dup '" + file_.name + "': " + std::strerror(errno));
     watched.id = file_.identity();
-    watched.name = now_at ? now_at.name : file_.name;
-    now_at = {};
-    finished_.watch(std::move(watched), at);
+    watched.name = name;
+    finished_.watch(std::move(watched), watch_from);
     LogFile next = logdir_.next_rotated(file_, current);
     previous_ = std::move(file_);
     following_ = !next;

@@ -319,5 +319,38 @@ TEST(ConsumeRotation, LateLinesOfTheRotatedFileAreReadAfterARestartAndCountedInL
   EXPECT_EQ(s.dead(), 0u);
 }
 
+// B1, a batch in flight on the old descriptor: the renamed file ends in half a line when the
+// consumer moves on, and its writer finishes the line later. Before: the first half was skipped
+// as a torn line and the second half parked as a message that is not an event; the event was
+// never delivered.
+TEST(ConsumeRotation, ALineOfTheRotatedFileFinishedAfterTheConsumerMovedOnIsReadWhole) {
+  RotatedLog s;
+  auto ids = append_log(s.log, 0, 100);
+  CliProcess p(s.consume(), s.dir / "consume.log");
+  ASSERT_TRUE(wait_until([&] { return s.delivered().size() == 100; }, 60s))
+      << read_file(s.dir / "consume.log");
+  TempDir spare;  // one more event, written in two halves
+  const std::string one = spare / "one.jsonl";
+  add(ids, append_log(one, 100, 1));
+  const std::string line = read_file(one);
+  std::ofstream(s.log, std::ios::app) << line.substr(0, line.size() / 2);
+  fs::rename(s.log, s.log + ".1");
+  add(ids, append_log(s.log, 101, 40));
+  ASSERT_TRUE(wait_until(
+      [&] { return read_file(s.dir / "consume.log").find("rotated: read") != std::string::npos; },
+      60s))
+      << read_file(s.dir / "consume.log");
+  std::ofstream(s.log + ".1", std::ios::app) << line.substr(line.size() / 2);
+  ASSERT_TRUE(wait_until([&] { return s.delivered().size() >= ids.size(); }, 60s))
+      << s.delivered().size() << " of " << ids.size() << "\n"
+      << read_file(s.dir / "consume.log");
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(30s), 0) << read_file(s.dir / "consume.log");
+  EXPECT_TRUE(sorted(s.delivered()) == sorted(ids))
+      << s.delivered().size() << " delivered of " << ids.size() << " (each once)";
+  EXPECT_EQ(s.dead(), 0u) << "half a line parked";
+  EXPECT_EQ(s.group()["lag"], 0);
+}
+
 }  // namespace
 }  // namespace outpost::testing
