@@ -828,7 +828,8 @@ TEST_F(SqliteStoreTest, AFileRemovedOrReplacedUnderneathIsAnErrorNamingIt) {
     const std::string db = path(how + ".db");
     auto store = open_sqlite_store("sqlite:" + db);
     store->append(std::vector<Event>{Event::make("t", "{}")});
-    ASSERT_EQ(store->claim(10, 5s).events.size(), 1u);
+    auto held = store->claim(10, 5s);  // in flight when the file goes
+    ASSERT_EQ(held.events.size(), 1u);
     for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
     std::vector<Event> at_path{Event::make("t", "{\"new\":1}"), Event::make("t", "{\"new\":2}")};
     if (how == "re-created") {  // an emitter's next append creates a new file at the path
@@ -857,6 +858,16 @@ TEST_F(SqliteStoreTest, AFileRemovedOrReplacedUnderneathIsAnErrorNamingIt) {
     error_of([&] { store->append(std::vector<Event>{Event::make("t", "{}")}); },
              ErrorCode::corrupt);
     error_of([&] { store->stats(); }, ErrorCode::corrupt);
+    // A failing settle_and_claim writes nothing (the relay then settles on its own): the batch
+    // in flight is still settled into the old file.
+    std::vector<EventId> ids{held.events[0].id};
+    SettleCounts counts;
+    error_of(
+        [&] {
+          store->settle_and_claim(held, Settlement{ids, {}, {}}, counts, 10, 5s);
+        },
+        ErrorCode::corrupt);
+    EXPECT_EQ(store->ack(held, ids), 1u);
     if (how != "removed") {  // opened again: the file at the path, with its events
       auto again = open_sqlite_store("sqlite:" + db);
       EXPECT_EQ(again->claim(10, 5s).events.size(), at_path.size());

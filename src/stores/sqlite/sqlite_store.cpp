@@ -156,6 +156,9 @@ class SqliteStore final : public Store {
     if (!settlement.releases.empty()) release_seqs = core::seqs_of(done, settlement.releases);
     if (ack_plan.seqs.empty() && settlement.nacks.empty() && release_seqs.empty() && max == 0)
       return batch;
+    // Before anything is written: the caller then settles on its own (ack, nack and release
+    // still work on the old file), as after any failure of this call.
+    if (max > 0) file_check_.check();
     write_txn([&](Conn& c) {
       counts = {};
       if (!ack_plan.seqs.empty())
@@ -169,8 +172,6 @@ class SqliteStore final : public Store {
       if (max > 0) claim_in_txn(c, batch, max, lease, order);
       return 0;
     });
-    // After the settlement committed; the batch claimed from a replaced file is left to its lease.
-    if (max > 0) file_check_.check();
     return batch;
   }
 
