@@ -55,6 +55,7 @@ using file_log::open_log_file;
 using file_log::parse_position;
 using file_log::pread_full;
 using file_log::read_whole_lines;
+using file_log::RetiredFile;
 using file_log::split_position;
 
 // The canonical name of the log: the real path of its directory and the file's name (not
@@ -454,6 +455,7 @@ class FileSource final : public Source {
                  " bytes without a newline (a line its writer never finished: a crash; the relay "
                  "that wrote it delivers its event again): skipped; no longer watched",
              true);
+    if (finished_) retired_.retire(std::move(finished_.file()));
     LogFile watched;
     watched.fd = file_log::Fd(::fcntl(file_.fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!watched.fd)
@@ -480,6 +482,7 @@ class FileSource final : public Source {
       if (!file_) return out;
       following_ = true;
     }
+    retired_.check(logdir_, [&](const std::string& m, bool warning) { notice(m, warning); });
     for (int moves = 0; moves < 16; ++moves) {
       check_truncated();
       finished_.read(
@@ -518,6 +521,7 @@ class FileSource final : public Source {
   bool following_ = false;  // file_ is the file at the path
   bool finishing_ = false;  // file_ is rotated away: reading it to its end a last time
   FinishedFile finished_;   // the file the last rotation finished, read on when it grows
+  RetiredFile retired_;     // the one finished before it: its growth is said, not read
   std::int64_t offset_ = 0;  // next byte of file_ to read
   std::string buf_;
 };

@@ -104,4 +104,26 @@ void FinishedFile::read(std::vector<Message>& out, std::size_t max, std::string&
   });
 }
 
+void RetiredFile::retire(LogFile f) {
+  file_ = std::move(f);
+  size_ = file_ ? fstat_or_throw(file_.fd.get(), file_.name).st_size : 0;
+}
+
+void RetiredFile::check(const LogDirectory& dir, const FinishedFile::Notice& notice) {
+  if (!file_) return;
+  auto st = fstat_or_throw(file_.fd.get(), file_.name);
+  if (st.st_size > size_) {
+    LogFile now_at = dir.find_by_identity(file_.identity());  // LOG.2 by now, most likely
+    if (now_at) file_.name = now_at.name;
+    notice("'" + file_.name + "' grew by " + std::to_string(st.st_size - size_) + " bytes (" +
+               std::to_string(size_) + " to " + std::to_string(st.st_size) +
+               ") after a later rotation finished another file: those lines are not read "
+               "(docs/consumers.md, \"Log rotation\")",
+           true);
+  }
+  size_ = st.st_size;
+  // Deleted: its space is let go (a writer still holding it is no longer watched either).
+  if (st.st_nlink == 0) file_ = {};
+}
+
 }  // namespace outpost::consume::file_log

@@ -67,4 +67,17 @@ class FinishedFile {
   bool said_ = false;  // "grew after it was finished" logged for this file
 };
 
+// The file watched before the last one, no longer read: its growth is said (a warning naming
+// the bytes), never silent. Held until the next rotation retires another; not in positions.
+class RetiredFile {
+ public:
+  void retire(LogFile f);
+  // Warns once per growth: "'LOG.2' grew by N bytes ... not read". Lets go of a deleted file.
+  void check(const LogDirectory& dir, const FinishedFile::Notice& notice);
+
+ private:
+  LogFile file_;
+  std::int64_t size_ = 0;  // as far as it was read or said
+};
+
 }  // namespace outpost::consume::file_log

@@ -352,5 +352,38 @@ TEST(ConsumeRotation, ALineOfTheRotatedFileFinishedAfterTheConsumerMovedOnIsRead
   EXPECT_EQ(s.group()["lag"], 0);
 }
 
+// B1, two rotations on: the file finished before the last one is no longer read. A line its
+// writer appends to it all the same is said, naming the file and the bytes, not lost in silence.
+TEST(ConsumeRotation, GrowthOfAFileTwoRotationsBackIsSaidNamingTheFileAndBytes) {
+  RotatedLog s;
+  append_log(s.log, 0, 100);
+  CliProcess p(s.consume(), s.dir / "consume.log");
+  auto rotations = [&] { return count_of(read_file(s.dir / "consume.log"), "rotated: read"); };
+  ASSERT_TRUE(wait_until([&] { return s.delivered().size() == 100; }, 60s))
+      << read_file(s.dir / "consume.log");
+  fs::rename(s.log, s.log + ".1");
+  append_log(s.log, 100, 10);
+  ASSERT_TRUE(wait_until([&] { return rotations() == 1 && s.delivered().size() == 110; }, 60s))
+      << read_file(s.dir / "consume.log");
+  fs::rename(s.log + ".1", s.log + ".2");
+  fs::rename(s.log, s.log + ".1");
+  append_log(s.log, 110, 10);
+  ASSERT_TRUE(wait_until([&] { return rotations() == 2 && s.delivered().size() == 120; }, 60s))
+      << read_file(s.dir / "consume.log");
+  const auto size = fs::file_size(s.log + ".2");
+  append_log(s.log + ".2", 120, 3);
+  const auto grown = fs::file_size(s.log + ".2");
+  const std::string said = "'" + s.log + ".2' grew by " + std::to_string(grown - size) +
+                           " bytes (" + std::to_string(size) + " to " + std::to_string(grown) +
+                           ") after a later rotation finished another file: those lines are "
+                           "not read";
+  EXPECT_TRUE(wait_until(
+      [&] { return read_file(s.dir / "consume.log").find(said) != std::string::npos; }, 60s))
+      << read_file(s.dir / "consume.log");
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(30s), 0) << read_file(s.dir / "consume.log");
+  EXPECT_EQ(count_of(read_file(s.dir / "consume.log"), said), 1u) << "said once";
+}
+
 }  // namespace
 }  // namespace outpost::testing
