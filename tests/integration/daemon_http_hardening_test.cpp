@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cli_process.h"
+#include "daemon_process.h"
 #include "server_process.h"
 
 namespace {
@@ -80,39 +81,12 @@ int status_of(const std::string& response) {
   return std::stoi(response.substr(9, 3));
 }
 
-class DaemonHttpHardening : public ::testing::Test {
+// One daemon, drained at the end of each test.
+class DaemonHttpHardening : public DaemonFixture {
  protected:
-  // Starts `outpost run` on `text` (which listens on 127.0.0.1:0) and returns its port.
-  int start(const std::string& text) {
-    file_ = dir_ / "http.toml";
-    write_file(file_, text);
-    log_ = dir_ / "run.log";
-    daemon_ =
-        std::make_unique<CliProcess>(std::vector<std::string>{"run", "--config", file_}, log_);
-    std::smatch m;
-    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
-    std::string all;
-    for (int i = 0; i < 3000 && !std::regex_search(all, m, re); ++i) {
-      std::this_thread::sleep_for(10ms);
-      all = read_file(log_);
-    }
-    return std::regex_search(all, m, re) ? std::stoi(m[1]) : -1;
-  }
-  static std::string relay(const std::string& name, const std::string& store,
-                           const std::string& sink) {
-    return "\n[[relay]]\nname = \"" + name + "\"\nstore = \"" + store + "\"\nsink = \"" + sink +
-           "\"\n";
-  }
   void TearDown() override {
-    if (daemon_) {
-      daemon_->signal(SIGTERM);
-      daemon_->wait(60s);
-    }
+    if (daemon_) stop();
   }
-  std::string log() const { return read_file(log_); }
-  TempDir dir_;
-  std::string file_, log_;
-  std::unique_ptr<CliProcess> daemon_;
 };
 
 // A6: 64 clients (twice the server's threads) each send a request line and then one header byte

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli_process.h"
+#include "daemon_process.h"
 #ifdef OUTPOST_TEST_HAVE_CONSUME
 #include "private_postgres.h"
 #endif
@@ -143,32 +144,8 @@ TEST(RelayCorruptRow, TheErrorNamesTheRowAndARowWithoutItsBodyIsOneToo) {
   EXPECT_EQ(r.err.find("backing off"), std::string::npos) << r.err;
 }
 
-class DaemonOperatorTest : public ::testing::Test {
+class DaemonOperatorTest : public DaemonFixture {
  protected:
-  // Starts `outpost run` on `text`; with `http`, returns the port it serves on.
-  int start(const std::string& text, bool http = true) {
-    file_ = dir_ / "d.toml";
-    write_file(file_, text);
-    log_ = dir_ / "run.log";
-    daemon_ =
-        std::make_unique<CliProcess>(std::vector<std::string>{"run", "--config", file_}, log_);
-    if (!http) return 0;
-    std::smatch m;
-    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
-    std::string all;
-    for (int i = 0; i < 3000 && !std::regex_search(all, m, re); ++i) {
-      std::this_thread::sleep_for(10ms);
-      all = read_file(log_);
-    }
-    return std::regex_search(all, m, re) ? std::stoi(m[1]) : -1;
-  }
-  static std::string relay(const std::string& name, const std::string& store,
-                           const std::string& sink, const std::string& more = "") {
-    return "\n[[relay]]\nname = \"" + name + "\"\nstore = \"" + store + "\"\nsink = \"" + sink +
-           "\"\n" + more;
-  }
-  std::string log() const { return read_file(log_); }
-  bool log_has(const std::string& text) const { return log().find(text) != std::string::npos; }
   // The lines of the log that contain `text`.
   std::vector<std::string> lines_with(const std::string& text) const {
     std::vector<std::string> out;
@@ -177,9 +154,6 @@ class DaemonOperatorTest : public ::testing::Test {
       if (line.find(text) != std::string::npos) out.push_back(line);
     return out;
   }
-  TempDir dir_;
-  std::string file_, log_;
-  std::unique_ptr<CliProcess> daemon_;
 };
 
 // F9 in the daemon: the pipeline whose outbox holds the row stops with the store's error, shown

@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "cli_process.h"
+#include "daemon_process.h"
 #include "refusing_webhook.h"
 #include "server_process.h"
 
@@ -93,26 +94,6 @@ class DaemonTest : public ::testing::Test {
       ASSERT_EQ(r.code, 0) << r.err;
     }
   }
-  // The port the daemon printed ("http on 127.0.0.1:PORT").
-  int port_from(const std::string& log) {
-    std::smatch m;
-    std::string text;
-    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
-    for (int i = 0; i < 3000 && !std::regex_search(text, m, re); ++i) {
-      std::this_thread::sleep_for(10ms);
-      text = read_file(log);
-    }
-    return std::regex_search(text, m, re) ? std::stoi(m[1]) : -1;
-  }
-  std::string wait_log(const std::string& log, const std::string& text) {
-    std::string all;
-    for (int i = 0; i < 3000; ++i) {
-      all = read_file(log);
-      if (all.find(text) != std::string::npos) break;
-      std::this_thread::sleep_for(10ms);
-    }
-    return all;
-  }
   TempDir dir_;
   RefusingWebhook hook_;
 };
@@ -129,7 +110,7 @@ TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
   ::unsetenv("NOTIFY_SOCKET");
 
   ASSERT_TRUE(notify.wait_for("READY=1", 60s)) << read_file(log);
-  int port = port_from(log);
+  int port = served_port(log);
   ASSERT_GT(port, 0) << read_file(log);
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(10, 0);
@@ -176,7 +157,7 @@ TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
   write_file(file, config("60", "\n[[relay]]\nname = \"extra\"\nstore = \"sqlite:" + dir_ / "m.db" +
                                     "\"\nsink = \"file:" + dir_ / "c.jsonl" + "\"\n"));
   daemon.signal(SIGHUP);
-  std::string text = wait_log(log, "reloaded");
+  std::string text = wait_for_log(log, "reloaded");
   EXPECT_NE(text.find("started extra; restarted orders; stopped -; unchanged failing"),
             std::string::npos)
       << text;
@@ -187,7 +168,7 @@ TEST_F(DaemonTest, RunsEveryPipelineServesMetricsReadinessAndReloadsOnSighup) {
   // A broken file is refused; everything keeps running.
   write_file(file, config("0"));
   daemon.signal(SIGHUP);
-  text = wait_log(log, "reload refused");
+  text = wait_for_log(log, "reload refused");
   EXPECT_NE(text.find("key 'batch': must be 1-100000, got 0"), std::string::npos) << text;
   res = client.Get("/metrics");
   ASSERT_TRUE(res);
@@ -372,7 +353,7 @@ TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
                     "file:" + dir_ / "a.jsonl", "--metrics", "127.0.0.1:0"},
                    relay_log);
   std::smatch m;
-  std::string text = wait_log(relay_log, "/metrics");
+  std::string text = wait_for_log(relay_log, "/metrics");
   ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(metrics on http://127\.0\.0\.1:(\d+))")))
       << text;
   // Once the three events are delivered and acked.
@@ -387,7 +368,7 @@ TEST_F(DaemonTest, RelayMetricsCarryTheSameLabelsAndHistogramsAsTheDaemons) {
                  dir_ / "b.db" + "\"\nsink = \"file:" + dir_ / "b.jsonl" + "\"\n");
   auto run_log = dir_ / "run.log";
   CliProcess daemon({"run", "--config", file}, run_log);
-  int port = port_from(run_log);
+  int port = served_port(run_log);
   ASSERT_GT(port, 0) << read_file(run_log);
   const std::string from_run = metrics_when(port, acked);
 
@@ -592,7 +573,7 @@ TEST_F(DaemonTest, RunsConsumePipelinesBesideRelaysWithLagDeadReadinessAndReload
   write_file(file, text("50"));
   auto log = dir_ / "run.log";
   CliProcess daemon({"run", "--config", file}, log);
-  int port = port_from(log);
+  int port = served_port(log);
   ASSERT_GT(port, 0) << read_file(log);
   httplib::Client client("127.0.0.1", port);
   client.set_read_timeout(10, 0);
@@ -642,7 +623,7 @@ TEST_F(DaemonTest, RunsConsumePipelinesBesideRelaysWithLagDeadReadinessAndReload
   // SIGHUP: bridge changed (drained, started again from its checkpoint), the rest untouched.
   write_file(file, text("60"));
   daemon.signal(SIGHUP);
-  std::string all = wait_log(log, "reloaded");
+  std::string all = wait_for_log(log, "reloaded");
   EXPECT_NE(all.find("started -; restarted bridge; stopped -; unchanged hook,orders,stuck"),
             std::string::npos)
       << all;
@@ -1104,24 +1085,8 @@ int status_of(const std::string& response) {
   return std::stoi(response.substr(9, 3));
 }
 
-class DaemonHttpTest : public ::testing::Test {
+class DaemonHttpTest : public DaemonFixture {
  protected:
-  // Starts `outpost run` on `text` (which listens on 127.0.0.1:0) and returns its port.
-  int start(const std::string& text) {
-    file_ = dir_ / "http.toml";
-    write_file(file_, text);
-    log_ = dir_ / "run.log";
-    daemon_ =
-        std::make_unique<CliProcess>(std::vector<std::string>{"run", "--config", file_}, log_);
-    std::smatch m;
-    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
-    std::string all;
-    for (int i = 0; i < 3000 && !std::regex_search(all, m, re); ++i) {
-      std::this_thread::sleep_for(10ms);
-      all = read_file(log_);
-    }
-    return std::regex_search(all, m, re) ? std::stoi(m[1]) : -1;
-  }
   void emit(const std::string& db, int n, const std::string& type = "t") {
     for (int i = 0; i < n; ++i) {
       auto r = run_cli({"emit", "--store", "sqlite:" + db, "--type", type, "--key",
@@ -1129,15 +1094,6 @@ class DaemonHttpTest : public ::testing::Test {
       ASSERT_EQ(r.code, 0) << r.err;
     }
   }
-  std::string relay(const std::string& name, const std::string& store, const std::string& sink,
-                    const std::string& more = "") {
-    return "\n[[relay]]\nname = \"" + name + "\"\nstore = \"" + store + "\"\nsink = \"" + sink +
-           "\"\n" + more;
-  }
-  std::string log() const { return read_file(log_); }
-  TempDir dir_;
-  std::string file_, log_;
-  std::unique_ptr<CliProcess> daemon_;
 };
 
 // Defect 5: a sink that is down is detail of /readyz and /api/overview, not a 503 for the whole

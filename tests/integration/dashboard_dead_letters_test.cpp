@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli_process.h"
+#include "daemon_process.h"
 #include "outpost/json.h"
 #include "refusing_webhook.h"
 
@@ -254,14 +255,7 @@ class DashboardApiTest : public ::testing::Test {
     log_ = dir_ / "run.log";
     daemon_ =
         std::make_unique<CliProcess>(std::vector<std::string>{"run", "--config", config}, log_);
-    std::smatch m;
-    const std::regex re(R"(http on 127\.0\.0\.1:(\d+))");
-    std::string all;
-    eventually([&] {
-      all = read_file(log_);
-      return std::regex_search(all, m, re);
-    });
-    return std::regex_search(all, m, re) ? std::stoi(m[1]) : -1;
+    return served_port(log_, 60s);
   }
   TempDir dir_;
   RefusingWebhook hook_;
