@@ -29,46 +29,46 @@ struct Held {
   std::atomic<int>& destroyed;
 };
 
-TEST(BoundedReadsAtExit, SettleWaitsForAReadThatEndsAndItsPipelineIsReleasedBeforeIt) {
-  auto& in_flight = *new ReadsInFlight;  // its read's thread may use it a moment longer
-  BoundedReads<int> reads(in_flight);
+// One read of a store that answers when `answer` is set, holding a pipeline that counts its
+// destruction in `destroyed`.
+struct HeldRead {
+  ReadsInFlight& in_flight = *new ReadsInFlight;  // its read's thread may use it a moment longer
+  BoundedReads<int> reads{in_flight};
   std::atomic<int> destroyed{0};
   std::promise<void> answer;
-  auto answered = answer.get_future().share();
-  reads.start("p", std::make_shared<Held>(destroyed), [answered] {
-    answered.wait();
-    return 7;
-  });
-  EXPECT_EQ(destroyed.load(), 0);  // the read holds it
+  HeldRead() {
+    auto answered = answer.get_future().share();
+    reads.start("p", std::make_shared<Held>(destroyed), [answered] {
+      answered.wait();
+      return 7;
+    });
+  }
+};
+
+TEST(BoundedReadsAtExit, SettleWaitsForAReadThatEndsAndItsPipelineIsReleasedBeforeIt) {
+  HeldRead read;
+  EXPECT_EQ(read.destroyed.load(), 0);  // the read holds it
   std::thread store([&] {
     std::this_thread::sleep_for(200ms);
-    answer.set_value();
+    read.answer.set_value();
   });
   // The store answers within the bound: settle returns once the pipeline has been released.
-  EXPECT_EQ(in_flight.settle(Clock::now() + 30s), 0u);
-  EXPECT_EQ(destroyed.load(), 1);
+  EXPECT_EQ(read.in_flight.settle(Clock::now() + 30s), 0u);
+  EXPECT_EQ(read.destroyed.load(), 1);
   store.join();
 }
 
 TEST(BoundedReadsAtExit, AReadEndingAfterSettleLeaksWhatItHoldsInsteadOfDestroyingIt) {
-  auto& in_flight = *new ReadsInFlight;  // its read's thread may use it a moment longer
-  BoundedReads<int> reads(in_flight);
-  std::atomic<int> destroyed{0};
-  std::promise<void> answer;
-  auto answered = answer.get_future().share();
-  reads.start("p", std::make_shared<Held>(destroyed), [answered] {
-    answered.wait();
-    return 7;
-  });
+  HeldRead read;
   // A hung store: settle gives up at its deadline and says how many reads it left.
-  EXPECT_EQ(in_flight.settle(Clock::now() + 100ms), 1u);
-  answer.set_value();
+  EXPECT_EQ(read.in_flight.settle(Clock::now() + 100ms), 1u);
+  read.answer.set_value();
   // The read completes (its result is there) but what it held is never destroyed.
-  auto p = reads.start("p", nullptr, [] { return 1; });
-  auto r = reads.finish(p, Clock::now() + 30s);
+  auto p = read.reads.start("p", nullptr, [] { return 1; });
+  auto r = read.reads.finish(p, Clock::now() + 30s);
   EXPECT_TRUE(r.fresh);
   for (int i = 0; i < 50; ++i) std::this_thread::sleep_for(10ms);
-  EXPECT_EQ(destroyed.load(), 0);
+  EXPECT_EQ(read.destroyed.load(), 0);
 }
 
 }  // namespace
