@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -20,6 +19,7 @@
 #include "consume/message.h"
 #include "consume/read_ahead.h"
 #include "core/names.h"
+#include "core/works_again.h"
 #include "outpost/error.h"
 #include "outpost/inbox.h"
 #include "outpost/relay.h"
@@ -245,14 +245,11 @@ void Consumer::run(const ConsumerHandler& handler) {
     impl_->flush_source_notices();  // said by a read that failed (its error is handled below)
     try {
       std::size_t n = ahead ? impl_->run_once_ahead(handler, *ahead) : impl_->run_once(handler);
-      if (errors_in_a_row > 0) {
-        char took[32];
-        std::snprintf(took, sizeof took, "%.1f",
-                      std::chrono::duration<double>(SteadyClock::now() - failing_since).count());
-        impl_->notice("the log and the checkpoint store work again after " + std::string(took) +
-                          " s (" + std::to_string(errors_in_a_row) + " failed tries)",
+      if (errors_in_a_row > 0)
+        impl_->notice(core::works_again("the log and the checkpoint store work",
+                                        SteadyClock::now() - failing_since,
+                                        static_cast<std::size_t>(errors_in_a_row), "failed tries"),
                       false);
-      }
       errors_in_a_row = 0;
       if (n > 0) {
         last_message = SteadyClock::now();
