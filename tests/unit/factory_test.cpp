@@ -45,6 +45,32 @@ TEST(Factory, SchemesAreCaseInsensitive) {
   }
 }
 
+// A webhook URL that would fail or mislabel every request is refused before anything is sent
+// (docs/sinks_file_http.md): what curl cannot send, and headers the sink writes itself or that
+// frame the request; headers a user may set stay accepted.
+TEST(Factory, AWebhookUrlThatBreaksEveryRequestIsRefused) {
+  if (!contains(sink_schemes(), "http")) GTEST_SKIP() << "no HTTP sink in this build";
+  for (const char* url :
+       {"http://127.0.0.1:9/a b", "http://127.0.0.1:9/a\tb", "http://127.0.0.1:9/h?x=a b"}) {
+    std::string msg = config_error([&] { check_sink_url(url); });
+    EXPECT_NE(msg.find("bad URL"), std::string::npos) << url << ": " << msg;
+    EXPECT_NE(msg.find("percent-encode"), std::string::npos) << url << ": " << msg;
+  }
+  for (const char* name :
+       {"Idempotency-Key", "idempotency-key", "ce-id", "CE-Type", "outpost-key-seq", "traceparent",
+        "Content-Length", "Transfer-Encoding", "Connection", "Expect"}) {
+    const std::string url = std::string("http://127.0.0.1:9/h?header.") + name + "=x";
+    std::string msg = config_error([&] { check_sink_url(url); });
+    EXPECT_NE(msg.find(std::string("'header.") + name + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("writes itself"), std::string::npos) << msg;
+  }
+  for (const char* url :
+       {"http://127.0.0.1:9/a%20b?x=a%20b", "http://127.0.0.1:9/h?header.Host=api.example",
+        "http://127.0.0.1:9/h?header.Content-Type=text/plain",
+        "http://127.0.0.1:9/h?header.Authorization=Bearer%20t&header.cex=1"})
+    EXPECT_EQ(config_error([&] { check_sink_url(url); }), "no ConfigError") << url;
+}
+
 TEST(Factory, PostgresIsAnAliasOfPostgresql) {
   EXPECT_EQ(contains(store_schemes(), "postgres"), contains(store_schemes(), "postgresql"));
 }

@@ -2,6 +2,9 @@
 // (docs/sinks_file_http.md): our parameters (timeout_ms, concurrency, header.NAME) taken out, every
 // other one passed to the webhook byte for byte, a near miss of ours refused.
 
+#include <curl/curl.h>
+
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -67,6 +70,30 @@ bool valid_header_name(std::string_view name) {
   return true;
 }
 
+// Headers the sink writes itself or that frame the request: a second copy beside the sink's
+// (Idempotency-Key, ce-*, outpost-key-seq, traceparent) makes receivers that keep the last one
+// deduplicate or trace by the URL's value, and a framing header (Content-Length, ...) breaks
+// every request. Content-Type and Host may be set (curl then sends the URL's instead of its
+// own). docs/sinks_file_http.md, "HTTP webhook".
+bool owned_header(std::string_view name) {
+  for (std::string_view owned :
+       {"Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "TE", "Trailer",
+        "Upgrade", "Expect", "Idempotency-Key", "outpost-key-seq", "traceparent", "tracestate"})
+    if (iequals(name, owned)) return true;
+  return name.size() > 3 && iequals(name.substr(0, 3), "ce-");
+}
+
+// The URL as curl will send it: what its own parser refuses (a space, a control character in
+// the path) would fail every request, each one later dead-lettered, so it is refused here.
+void check_curl_takes(const std::string& target, const std::string& shown) {
+  std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> h(curl_url(), &curl_url_cleanup);
+  if (!h) throw std::bad_alloc();
+  if (CURLUcode rc = curl_url_set(h.get(), CURLUPART_URL, target.c_str(), 0); rc != CURLUE_OK)
+    throw ConfigError("bad URL '" + shown + "': " + curl_url_strerror(rc) +
+                      " (percent-encode spaces and other characters a URL cannot hold, e.g. "
+                      "%20 for a space)");
+}
+
 // The URL read and checked, nothing opened: the same code opens and checks (check_sink_url).
 HttpConfig parse_http_url(std::string_view url, const SinkOptions& options) {
   auto u = core::Url::parse(url);
@@ -98,6 +125,9 @@ HttpConfig parse_http_url(std::string_view url, const SinkOptions& options) {
     if (!valid_header_name(name))
       throw ConfigError("bad URL '" + shown + "': parameter '" + k +
                         "' does not name a valid HTTP header");
+    if (owned_header(name))
+      throw ConfigError("bad URL '" + shown + "': parameter '" + k + "' sets a header the sink " +
+                        "writes itself or that frames the request (docs/sinks_file_http.md)");
     if (v.find_first_of("\r\n") != std::string::npos)
       throw ConfigError("bad URL '" + shown + "': parameter '" + k +
                         "' has a line break in its value");
@@ -116,6 +146,7 @@ HttpConfig parse_http_url(std::string_view url, const SinkOptions& options) {
   u.reject_unknown();
   config.target = target_url(url);
   config.shown = core::redact_url(config.target);
+  check_curl_takes(config.target, config.shown);
   config.secrets.add_url(url);
   return config;
 }
