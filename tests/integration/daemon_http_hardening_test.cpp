@@ -34,10 +34,6 @@ namespace {
 using namespace outpost::testing;
 using namespace std::chrono_literals;
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 int connect_to(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};

@@ -24,20 +24,6 @@ namespace {
 using namespace outpost::testing;
 using namespace std::chrono_literals;
 
-template <typename F>
-bool eventually(F done, std::chrono::seconds timeout = 60s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 // Runs SQL on a SQLite file as another process's writer would (sqlite3 CLI, a Python script).
 void sql(const std::string& db, const std::string& statements) {
   sqlite3* h = nullptr;

@@ -70,10 +70,6 @@ class NotifySocket {
   std::string received_;
 };
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 class DaemonTest : public ::testing::Test {
  protected:
   std::string config(const std::string& orders_batch, const std::string& extra = "") {
@@ -795,17 +791,6 @@ namespace {
 
 using namespace outpost::testing;
 using namespace std::chrono_literals;
-
-// Polls `done` every 20 ms for up to `timeout`; true once it held.
-template <typename F>
-bool eventually(F done, std::chrono::seconds timeout = 60s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return done();
-}
 
 class DaemonDefectTest : public ::testing::Test {
  protected:

@@ -32,16 +32,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-// Polls `done` until it holds or `timeout` passes (generous: the machine may be loaded).
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout = 60s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
 // A log of three events, one line that is not an event and an event without id, as the file
 // sink writes them (and a producer of its own may). The first payload has a number beyond 64
 // bits: its digits must come out as they went in.

@@ -18,6 +18,21 @@
 
 namespace outpost::testing {
 
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// Polls `done` every 20 ms for up to `timeout`; true once it held.
+template <typename F>
+bool eventually(F done, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
 // The log once it holds `text`, or as it is after `timeout`.
 inline std::string wait_for_log(const std::string& log_path, const std::string& text,
                                 std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
@@ -60,7 +75,7 @@ class DaemonFixture : public ::testing::Test {
   // 127.0.0.1:0), returns the port it serves, -1 if it never said.
   int start(const std::string& text, bool http = true) {
     if (file_.empty()) file_ = dir_ / "daemon.toml";
-    std::ofstream(file_, std::ios::binary) << text;
+    write_file(file_, text);
     log_ = dir_ / "run.log";
     daemon_ =
         std::make_unique<CliProcess>(std::vector<std::string>{"run", "--config", file_}, log_);
