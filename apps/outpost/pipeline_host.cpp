@@ -374,7 +374,16 @@ int PipelineHost::run() {
   const bool signalled = signalled_.load() != 0;
   if (options_.daemon) {
     log(std::string("stopped") + (signalled ? " after signal" : " (every pipeline ended)"));
-    return kExitOk;
+    if (signalled) return kExitOk;
+    // Every pipeline ended by itself (until_empty, until_idle): the worst of what each would
+    // exit with as its own command, so a batch job run from a config tells "all delivered"
+    // from "some given up" (3) and from "stopped by an error" (1). docs/operations.md.
+    int code = kExitOk;
+    for (const auto& [name, p] : all) {
+      if (p->error()) return kExitRuntime;
+      if (p->exit_code() != kExitOk) code = p->exit_code();
+    }
+    return code;
   }
   if (all.empty()) return kExitOk;
   const auto& p = all.begin()->second;

@@ -71,9 +71,11 @@ void Relay::Impl::store_error(const std::string& message) {
 
 bool Relay::Impl::stop_if_fatal(const std::string& what, const relay_detail::Failure& f) {
   if (!f.fatal()) return false;
+  // The store's error says what to fix (a row it cannot read, a file replaced underneath);
+  // docs/emit-contract.md, docs/sqlite.md.
   store_error(what + ": " + f.text +
-              ": the relay stops (retrying cannot help: fix or remove what the store cannot "
-              "read, docs/emit-contract.md)");
+              ": the relay stops (retrying cannot help: fix what the error names, e.g. a row "
+              "the store cannot read, docs/emit-contract.md)");
   {
     std::lock_guard lock(sleep_mu);
     if (!fatal) fatal = f.error;

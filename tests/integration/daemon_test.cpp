@@ -429,7 +429,7 @@ TEST_F(DaemonTest, JsonLogsAreOneObjectPerLineAndUntilEmptyPipelinesEnd) {
   write_file(file, "[[relay]]\nname = \"once\"\nstore = \"sqlite:" + db + "\"\nsink = \"" +
                        hook_.url() + "\"\nmax_attempts = 1\nuntil_empty = true\n");
   r = run_cli({"run", "--config", file, "--log-format", "json"});
-  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.code, 3) << r.err;  // it dead-lettered: as `outpost relay --until-empty`
   auto lines = lines_of(r.err);
   ASSERT_GE(lines.size(), 3u) << r.err;
   for (const auto& line : lines) {
@@ -1349,7 +1349,7 @@ TEST_F(DaemonHttpTest, ControlCharactersAreEscapedInTextLogs) {
   auto r = run_cli({"run", "--config", file});
   hook.stop();
   serving.join();
-  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.code, 3) << r.err;  // the event was dead-lettered
   EXPECT_NE(r.err.find("refused\\noutpost run: [orders] forged line\\x1b[2J\\u009b31m end"),
             std::string::npos)
       << r.err;
