@@ -133,12 +133,22 @@ class ConnStream : public httplib::Stream {
   void note_head(const char* ptr, std::size_t n) {
     head_.append(ptr, std::min(n, kMaxHead - std::min(kMaxHead, head_.size())));
     auto end = head_.find("\r\n\r\n");
+    // An interim answer (`100 Continue`, written before the request is routed when it says
+    // `Expect: 100-continue`) is not the response: its final head follows.
+    while (end != std::string::npos && interim(head_)) {
+      head_.erase(0, end + 4);
+      end = head_.find("\r\n\r\n");
+    }
     if (end == std::string::npos && head_.size() < kMaxHead) return;
     head_done_ = true;
     if (end != std::string::npos) head_.resize(end + 2);  // the last header's line end kept
     for (char& ch : head_) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     close_ = head_.find("\r\nconnection: close\r\n") != std::string::npos;
     head_.clear();
+  }
+  static bool interim(const std::string& head) {
+    return head.size() > 9 && (head.compare(0, 7, "HTTP/1.") == 0) && head[8] == ' ' &&
+           head[9] == '1';
   }
   int read_wait() const {
     return std::min(static_cast<int>(l_.read_timeout.count()), millis_until(c_.deadline));

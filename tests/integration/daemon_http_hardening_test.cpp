@@ -295,6 +295,15 @@ TEST_F(DaemonHttpHardening, ARequestInsideAnUnreadBodyIsNotServed) {
       ++answers;
     EXPECT_EQ(answers, 1u) << "the request inside the body was answered:\n" << r;
   }
+  // With `Expect: 100-continue` cpp-httplib answers `100 Continue` before it routes the request:
+  // the refusal after that interim answer closes the connection all the same.
+  for (const auto& [head, status] : refusals) {
+    auto r = raw_http(port, head + "Expect: 100-continue\r\n" + length + hidden, 20s);
+    EXPECT_NE(r.find("HTTP/1.1 " + std::to_string(status) + " "), std::string::npos) << r;
+    EXPECT_EQ(r.find("HTTP/1.1 200 "), std::string::npos)
+        << "the request inside the body was answered:\n"
+        << r;
+  }
 }
 
 // Review finding: without its wake-up eventfd the connection server's waiting thread noticed a
