@@ -57,7 +57,7 @@ class ConsumeBridge final : public ConsumerProbe {
   std::atomic<bool> moved_{false};  // an operator moved the group (ConsumerOptions::on_moved)
   // fn(checkpoint store) on the probe's own connection, reopened after a failure. A `read` that
   // fails on a connection opened earlier is tried once more on a fresh one: that connection may
-  // have gone stale while idle (a PostgreSQL restart), and /readyz must not flap for it (N4).
+  // have gone stale while idle (a PostgreSQL restart), and /readyz must not flap for it.
   // Mutations are not repeated: the first attempt may have been applied.
   template <class F>
   auto with_probe_store(F&& fn, bool read = false) const

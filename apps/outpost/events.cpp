@@ -296,7 +296,7 @@ Runner add_events_command(CLI::App& root) {
   add_limit_option(dead, a->dead_limit, "At most N events");
   add_dead_letter_filter_options(dead, a->filter, true);
   dead->add_flag("--newest-first", a->newest_first, "Newest first (default: oldest first)");
-  // Issue 20 item 6: the archive (stores opened with archive=1), newest first.
+  // The archive (stores opened with archive=1), newest first (docs/cli.md).
   auto* archive = sub->add_subcommand(
       "archive", "Archived (acked) events, most recently archived first, JSON lines + archived_at");
   add_limit_option(archive, a->archive_limit, "At most N events");

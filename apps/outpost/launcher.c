@@ -4,7 +4,7 @@
  * Why a separate program: the real CLI links about fifty shared libraries (every client library),
  * and the dynamic loader takes 10-20 ms to map and relocate them before main() can block SIGTERM.
  * A SIGTERM in that window (a supervisor stopping a service it just started, a test runner) killed
- * the relay with exit 143 instead of letting it drain and exit 0 (issue 10, defect 4). This file
+ * the relay with exit 143 instead of letting it drain and exit 0. This file
  * is linked statically and does nothing else, so the window shrinks to the exec itself; a blocked
  * signal stays blocked across execve() and stays pending, and outpost-main takes it on its
  * sigwait() thread as if it had arrived a moment later (apps/outpost/main.cpp, signals.cpp).

@@ -1,6 +1,6 @@
 #pragma once
 // What every store does to events before writing them, so the rules are the same everywhere
-// (issue 10: one validation layer; docs/cli.md, "Input rules"). The CLI runs the same checks
+// (one validation layer; docs/cli.md, "Input rules"). The CLI runs the same checks
 // before it opens a store.
 
 #include <span>

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <random>
 
+#include "core/works_again.h"
 #include "guarded.h"
 #include "relay_impl.h"
 
@@ -90,11 +91,9 @@ void Relay::Impl::store_failed() {
 
 void Relay::Impl::store_answered() {
   if (store_failures_in_row == 0) return;
-  char took[32];
-  std::snprintf(took, sizeof took, "%.1f",
-                std::chrono::duration<double>(SteadyClock::now() - store_failing_since).count());
-  const std::string message = "the store works again after " + std::string(took) + " s (" +
-                              std::to_string(store_failures_in_row) + " failed calls)";
+  const std::string message =
+      core::works_again("the store works", SteadyClock::now() - store_failing_since,
+                        store_failures_in_row, "failed calls");
   store_failures_in_row = 0;
   if (options.on_notice) failure_of([&] { options.on_notice(message, false); });  // must not throw
 }

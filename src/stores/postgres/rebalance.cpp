@@ -11,15 +11,14 @@ std::string migration_v8(const Names& n) {
   // and released each as soon as none of its claims there was in flight: the idle ones went at
   // once, the ones with a backlog only after their batches were settled, and a joining member
   // took whatever was free first. With a backlog on few keys, a relay that joined beside a
-  // busy one filled its even share with empty partitions and delivered nothing (operator
-  // finding A8). Now every partition has a target member, dealt when the live members change:
-  // partitions with a backlog (among the oldest 10,000 rows, one scan of the seq index) and
-  // partitions without are each spread evenly, a partition staying with its current owner
-  // while that owner is under its quota of the kind. The heartbeat then hands over what is
-  // targeted elsewhere and takes what is targeted to it. The fencing rules are the same: a
-  // partition moves only once released (drained first) or expired, its fence one higher.
-  // Signature and result are those of version 4, so a relay of version 7 still running after
-  // the upgrade calls this one.
+  // busy one filled its even share with empty partitions and delivered nothing. Now every partition
+  // has a target member, dealt when the live members change: partitions with a backlog (among the
+  // oldest 10,000 rows, one scan of the seq index) and partitions without are each spread evenly, a
+  // partition staying with its current owner while that owner is under its quota of the kind. The
+  // heartbeat then hands over what is targeted elsewhere and takes what is targeted to it. The
+  // fencing rules are the same: a partition moves only once released (drained first) or expired,
+  // its fence one higher. Signature and result are those of version 4, so a relay of version 7
+  // still running after the upgrade calls this one.
   const std::string lock_name = n.schema + "." + n.table + "_rebalance";
   return "ALTER TABLE " + n.parts + " ADD COLUMN IF NOT EXISTS target text;\n" +
          "CREATE OR REPLACE FUNCTION " + n.rebalance +
