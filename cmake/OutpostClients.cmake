@@ -22,9 +22,10 @@ function(outpost_find_client component found_var)
   elseif(component MATCHES "^(redis|redis_stream|kafka|nats|http)(_source)?$")
     # pkg-config modules: the imported target is PkgConfig::<prefix>.
     # A broker's source (<backend>_source) needs the same client as its sink.
+    # libcurl 7.80: curl_url_strerror, with which the HTTP sink checks its URL.
     string(REGEX REPLACE "_source$" "" backend ${component})
     set(modules "redis=HIREDIS:hiredis" "redis_stream=HIREDIS:hiredis" "kafka=RDKAFKA:rdkafka"
-                "nats=NATS:libnats" "http=CURL:libcurl")
+                "nats=NATS:libnats" "http=CURL:libcurl>=7.80")
     foreach(entry ${modules})
       if(entry MATCHES "^${backend}=([A-Z]+):(.+)$")
         set(prefix ${CMAKE_MATCH_1})
