@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -64,7 +65,7 @@ bool compressed(std::string_view name) {
 
 // Whether `name` is a rotated name of the log file `base` as logrotate makes them: `LOG.N`
 // (numbered; a larger N is older) or `LOG-SUFFIX` (dateext). Sets the order among files of one
-// modification time: -N for numbered names, 0 otherwise.
+// birth time: -N for numbered names, 0 otherwise.
 bool rotated_name(const std::string& name, const std::string& base, std::int64_t& order) {
   if (name.size() <= base.size() + 1 || !name.starts_with(base)) return false;
   char sep = name[base.size()];
@@ -81,8 +82,12 @@ bool rotated_name(const std::string& name, const std::string& base, std::int64_t
   return true;
 }
 
-std::int64_t mtime_ns(const struct stat& st) {
-  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+// The birth time of the file at `path` (ns since the epoch); 0 where the file system keeps none.
+std::int64_t birth_ns(const std::string& path) {
+  struct statx sx {};
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_BTIME, &sx) != 0 || !(sx.stx_mask & STATX_BTIME))
+    return 0;
+  return static_cast<std::int64_t>(sx.stx_btime.tv_sec) * 1'000'000'000 + sx.stx_btime.tv_nsec;
 }
 
 }  // namespace
@@ -193,25 +198,47 @@ LogFile LogDirectory::find_copy(std::uint64_t fp, std::int64_t size,
   return {};
 }
 
-LogFile LogDirectory::next_rotated(LogFile& after, LogFile& current) const {
+LogFile LogDirectory::next_rotated(LogFile& after, LogFile& current,
+                                   const std::vector<Identity>& read) const {
+  // Ordered by birth time, then the rotation number (a larger N is older), then the name: a
+  // late writer appending to a rotated file changes its modification time, never these
+  // (docs/consumers.md, "Log rotation"). Where the file system keeps no birth time, by the
+  // rotation number and the name alone.
+  struct Candidate {
+    const DirEntry* e;
+    std::int64_t birth, order;
+  };
   auto entries = list_dir(dir_);
-  struct stat after_st = fstat_or_throw(after.fd.get(), after.name);
-  std::tuple<std::int64_t, std::int64_t, std::string> after_key{mtime_ns(after_st), INT64_MIN, ""};
+  std::int64_t after_order = INT64_MIN;
+  std::string after_name;
+  std::vector<Candidate> candidates;
+  bool births = after.id.birth != 0;
   for (auto& e : entries) {
     std::int64_t order = 0;
-    if (after.id.is(e.st) && rotated_name(e.name, base_, order))
-      after_key = {mtime_ns(e.st), order, e.name};
-  }
-  const DirEntry* best = nullptr;
-  std::tuple<std::int64_t, std::int64_t, std::string> best_key;
-  for (auto& e : entries) {
-    std::int64_t order = 0;
-    if (after.id.is(e.st) || (current && current.id.is(e.st)) || compressed(e.name) ||
-        !rotated_name(e.name, base_, order))
+    if (compressed(e.name) || !rotated_name(e.name, base_, order)) continue;
+    if (after.id.is(e.st)) {
+      after_order = order;
+      after_name = e.name;
       continue;
-    std::tuple<std::int64_t, std::int64_t, std::string> key{mtime_ns(e.st), order, e.name};
+    }
+    if (current && current.id.is(e.st)) continue;
+    std::int64_t birth = birth_ns(e.path);
+    Identity id{e.st.st_dev, e.st.st_ino, birth, std::nullopt};
+    // A file already read (the one finished by the last rotation, the one before it, ...) is
+    // never read again, whatever its place.
+    if (std::any_of(read.begin(), read.end(), [&](const Identity& r) { return r.same_file(id); }))
+      continue;
+    births = births && birth != 0;
+    candidates.push_back({&e, birth, order});
+  }
+  using Key = std::tuple<std::int64_t, std::int64_t, std::string>;
+  const Key after_key{births ? after.id.birth : 0, after_order, after_name};
+  const DirEntry* best = nullptr;
+  Key best_key;
+  for (auto& c : candidates) {
+    Key key{births ? c.birth : 0, c.order, c.e->name};
     if (key <= after_key || (best && key >= best_key)) continue;
-    best = &e;
+    best = c.e;
     best_key = key;
   }
   if (!best) return {};

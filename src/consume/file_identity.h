@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace outpost::consume::file_log {
 
@@ -115,10 +116,13 @@ class LogDirectory {
   // `not_this` (logrotate's copytruncate copies the log, then truncates it in place).
   LogFile find_copy(std::uint64_t fp, std::int64_t size, const Identity& not_this) const;
 
-  // The oldest rotated file written after `after` (the log was rotated again while `after` was
-  // read), other than the file at the path (`current`); none when `after` was the last one.
-  // Compressed files cannot be read and are not considered (docs/consumers.md).
-  LogFile next_rotated(LogFile& after, LogFile& current) const;
+  // The oldest rotated file made after `after` (the log was rotated again while `after` was
+  // read), other than the file at the path (`current`) and the files already `read`; none when
+  // `after` was the last one. Ordered by birth time and rotation number, not by modification
+  // time (a late writer changes that). Compressed files cannot be read and are not considered
+  // (docs/consumers.md).
+  LogFile next_rotated(LogFile& after, LogFile& current,
+                       const std::vector<Identity>& read = {}) const;
 
  private:
   std::string dir_, base_;

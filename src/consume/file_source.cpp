@@ -165,7 +165,9 @@ class FileSource final : public Source {
       if (f && fstat_or_throw(f.fd.get(), f.name).st_size >= sp.finished->offset)
         late = count_lines(f.fd.get(), sp.finished->offset);
     }
-    return late + lag_in(cp);
+    std::vector<Identity> read;  // the finished file is counted above, not again as rotated
+    if (sp.finished) read.push_back(*sp.finished->id);
+    return late + lag_in(cp, read);
   }
 
   // The file at the path only: a group moved to its beginning or to a time does not go back
@@ -227,7 +229,7 @@ class FileSource final : public Source {
 
  private:
   // lag() of the part of a position that names the file being read.
-  std::int64_t lag_in(const Checkpoint& cp) {
+  std::int64_t lag_in(const Checkpoint& cp, const std::vector<Identity>& read) {
     LogFile current = open_log_file(path_);
     if (!cp.id) {
       if (!current) return 0;
@@ -242,7 +244,8 @@ class FileSource final : public Source {
     LogFile old = logdir_.find_by_identity(*cp.id);
     if (!old) return lines;  // the rest of the lost file is unknown (reading it is an error)
     lines += count_lines(old.fd.get(), cp.offset);
-    for (LogFile f = logdir_.next_rotated(old, current); f; f = logdir_.next_rotated(f, current))
+    for (LogFile f = logdir_.next_rotated(old, current, read); f;
+         f = logdir_.next_rotated(f, current, read))
       lines += count_lines(f.fd.get(), 0);
     return lines;
   }
@@ -463,7 +466,11 @@ class FileSource final : public Source {
     watched.id = file_.identity();
     watched.name = name;
     finished_.watch(std::move(watched), watch_from);
-    LogFile next = logdir_.next_rotated(file_, current);
+    // Never one of the files already read, even when a late write made it look newer.
+    std::vector<Identity> read{finished_.file().id};
+    if (previous_) read.push_back(previous_.id);
+    if (retired_.file()) read.push_back(retired_.file().id);
+    LogFile next = logdir_.next_rotated(file_, current, read);
     previous_ = std::move(file_);
     following_ = !next;
     file_ = next ? std::move(next) : std::move(current);

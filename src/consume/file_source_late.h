@@ -72,6 +72,7 @@ class FinishedFile {
 class RetiredFile {
  public:
   void retire(LogFile f);
+  const LogFile& file() const { return file_; }
   // Warns once per growth: "'LOG.2' grew by N bytes ... not read". Lets go of a deleted file.
   void check(const LogDirectory& dir, const FinishedFile::Notice& notice);
 
