@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "core/append_check.h"
 #include "core/duration.h"
+#include "core/url.h"
 #include "in_process_store.h"
 #include "outpost/error.h"
 #include "outpost/factory.h"
@@ -59,13 +60,27 @@ bool blank(const std::string& s) {
   return s.find_first_not_of(" \t\r") == std::string::npos;
 }
 
+// The payload limit the store will apply (StoreOptions::max_payload_bytes; a SQLite URL may set
+// it with max_payload_bytes=N), so that an oversize payload is refused naming its line before
+// the store is opened or created (docs/cli.md, "Input rules").
+std::size_t payload_limit_of(const std::string& store_url) {
+  auto limit = StoreOptions{}.max_payload_bytes;
+  try {
+    if (auto n = core::Url::parse(store_url).int_param("max_payload_bytes", 0, INT32_MAX))
+      limit = static_cast<std::size_t>(*n);
+  } catch (const ConfigError&) {
+    // A form only its store reads (checked by check_store_url already): the store's default.
+  }
+  return limit;
+}
+
 // The events read from stdin and the line each came from (for messages).
 struct StdinEvents {
   std::vector<Event> events;
   std::vector<std::size_t> lines;  // lines[i]: stdin line of events[i]
 };
 
-StdinEvents read_stdin_events() {
+StdinEvents read_stdin_events(std::size_t max_payload_bytes) {
   StdinEvents in;
   auto& events = in.events;
   std::map<EventId, std::size_t> given_ids;  // id given on input -> its line
@@ -81,8 +96,8 @@ StdinEvents read_stdin_events() {
       throw ConfigError(where() + ": " + e.what());
     }
     // The stores' own input rules (core/append_check.h), here so that the message names the
-    // line and nothing is opened. The payload limit is the store's (its URL may change it).
-    core::check_event(events.back(), where, 0, "cli");
+    // line and nothing is opened; the payload limit is the store's (payload_limit_of).
+    core::check_event(events.back(), where, max_payload_bytes, "cli");
     if (auto e = limits::control_error(events.back().type); !e.empty())
       throw ConfigError(where() + ": field 'type' " + e);
     // A trace context tracing libraries would drop is refused (outpost/event.h).
@@ -130,7 +145,7 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
       if (sub.count(flag) > 0)
         throw ConfigError(std::string("emit: ") + flag +
                           " cannot be combined with - (stdin lines carry their own fields)");
-    input = read_stdin_events();
+    input = read_stdin_events(payload_limit_of(a.store));
   } else {
     if (sub.count("--type") == 0) throw ConfigError("emit: --type is required (or use -)");
     if (a.type.empty()) throw ConfigError("emit: --type must not be empty");
@@ -148,7 +163,7 @@ int run_emit(const EmitArgs& a, const CLI::App& sub) {
     // or without one JSON or UTF-8 text; one rule with the bytes of `emit -` (json.h).
     check_payload_kind(e, "emit: --payload");
     core::check_event(
-        e, [] { return std::string("emit"); }, 0, "cli");
+        e, [] { return std::string("emit"); }, payload_limit_of(a.store), "cli");
     check_trace_context(e, "emit");
     events.push_back(std::move(e));
   }

@@ -743,6 +743,33 @@ TEST(CliUsage, EmitRefusesBadFieldsNamingTheLine) {
 // (the event stored without its key, so without order); an object, a NUL byte and a second object
 // on one line stored the first event and dropped the rest (exit 0); `--payload $'\xff\xfe{'` was
 // stored as text/plain; charset=utf-8; `--payload '{"a":1'` was stored as text.
+// An oversize payload on stdin is named by its line, as every other input error, and found
+// before the store is opened: nothing is created (the store's own limit: its URL may set it).
+TEST(CliUsage, EmitRefusesAnOversizePayloadNamingItsLineBeforeOpening) {
+  TempDir dir;
+  const std::string big(1100000, 'x');
+  const std::string input = R"({"type":"t","payload":1})"
+                            "\n"
+                            R"({"type":"t","payload":")" +
+                            big + "\"}\n";
+  auto r = run_cli({"emit", "--store", "sqlite:" + dir / "big.db", "-"}, input);
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("stdin line 2 (type 't'): payload of 1100000 bytes is over the limit of "
+                       "1048576 bytes"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "big.db")) << "the store was created";
+  r = run_cli({"emit", "--store", "sqlite:" + dir / "small.db?max_payload_bytes=10", "--type", "t",
+               "--payload", "\"0123456789\""});
+  EXPECT_EQ(r.code, 1) << r.all();
+  EXPECT_NE(r.err.find("payload of 12 bytes is over the limit of 10 bytes"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "small.db")) << "the store was created";
+  r = run_cli({"emit", "--store", "sqlite:" + dir / "small.db?max_payload_bytes=10", "--type", "t",
+               "--payload", "\"01234567\""});
+  EXPECT_EQ(r.code, 0) << r.all();
+}
+
 TEST(CliUsage, EmitRefusesInputItCannotKeep) {
   TempDir dir;
   std::vector<std::string> stores{"sqlite:" + dir / "k.db"};
