@@ -11,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "bounded_read.h"
 
@@ -29,10 +30,18 @@ struct Held {
   std::atomic<int>& destroyed;
 };
 
+// A ReadsInFlight of its own for each test, never destroyed (its read's thread may use it a
+// moment longer) and reachable from a static, so that LeakSanitizer does not count it.
+ReadsInFlight& kept_in_flight() {
+  static auto* all = new std::vector<std::unique_ptr<ReadsInFlight>>;
+  all->push_back(std::make_unique<ReadsInFlight>());
+  return *all->back();
+}
+
 // One read of a store that answers when `answer` is set, holding a pipeline that counts its
 // destruction in `destroyed`.
 struct HeldRead {
-  ReadsInFlight& in_flight = *new ReadsInFlight;  // its read's thread may use it a moment longer
+  ReadsInFlight& in_flight = kept_in_flight();
   BoundedReads<int> reads{in_flight};
   std::atomic<int> destroyed{0};
   std::promise<void> answer;
