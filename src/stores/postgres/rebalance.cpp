@@ -33,27 +33,8 @@ DECLARE
   want integer;
   stale boolean;
 BEGIN
-  IF leaving THEN
-    UPDATE )" +
-         n.parts +
-         R"( SET owner = NULL, lease_until = NULL, releasing = false, moved_at = now()
-     WHERE owner = m;
-    DELETE FROM )" +
-         n.members +
-         R"( WHERE member = m;
-    RETURN QUERY SELECT 0, 0, 0, 0;
-    RETURN;
-  END IF;
-  INSERT INTO )" +
-         n.members +
-         R"( (member, until) VALUES (m, now() + lease)
-    ON CONFLICT (member) DO UPDATE SET until = EXCLUDED.until
-    WHERE )" +
-         n.members + R"(.until < now() + lease * 0.6;
-  DELETE FROM )" +
-         n.members + R"( WHERE member IN (SELECT y.member FROM )" + n.members +
-         R"( y WHERE y.until <= now() FOR UPDATE SKIP LOCKED);
-  -- The targets are dealt again when they do not name exactly the live members (a join, a
+)" + heartbeat_membership(n) +
+         R"(  -- The targets are dealt again when they do not name exactly the live members (a join, a
   -- leave, an expiry), by one member at a time; the others use what it wrote.
   FOR i IN 1..2 LOOP
     SELECT array_agg(y.member ORDER BY y.member) INTO ms FROM )" +

@@ -222,27 +222,8 @@ DECLARE
   have integer;
   k integer;
 BEGIN
-  IF leaving THEN
-    UPDATE )" +
-         n.parts +
-         R"( SET owner = NULL, lease_until = NULL, releasing = false, moved_at = now()
-     WHERE owner = m;
-    DELETE FROM )" +
-         n.members +
-         R"( WHERE member = m;
-    RETURN QUERY SELECT 0, 0, 0, 0;
-    RETURN;
-  END IF;
-  INSERT INTO )" +
-         n.members +
-         R"( (member, until) VALUES (m, now() + lease)
-    ON CONFLICT (member) DO UPDATE SET until = EXCLUDED.until
-    WHERE )" +
-         n.members + R"(.until < now() + lease * 0.6;
-  DELETE FROM )" +
-         n.members + R"( WHERE member IN (SELECT y.member FROM )" + n.members +
-         R"( y WHERE y.until <= now() FOR UPDATE SKIP LOCKED);
-  SELECT count(*), count(*) FILTER (WHERE y.member < m) INTO n, pos FROM )" +
+)" + heartbeat_membership(n) +
+         R"(  SELECT count(*), count(*) FILTER (WHERE y.member < m) INTO n, pos FROM )" +
          n.members + R"( y WHERE y.until > now();
   SELECT count(*) INTO total FROM )" +
          n.parts + R"(;
@@ -319,6 +300,30 @@ CREATE OR REPLACE TRIGGER ")" +
          t + R"(_schedule" BEFORE INSERT ON )" + n.outbox + R"(
   FOR EACH ROW WHEN (NEW.deliver_at > now()) EXECUTE FUNCTION )" +
          n.q_schema + ".\"" + t + R"(_schedule"();
+)";
+}
+
+std::string heartbeat_membership(const Names& n) {
+  return R"(  IF leaving THEN
+    UPDATE )" +
+         n.parts +
+         R"( SET owner = NULL, lease_until = NULL, releasing = false, moved_at = now()
+     WHERE owner = m;
+    DELETE FROM )" +
+         n.members +
+         R"( WHERE member = m;
+    RETURN QUERY SELECT 0, 0, 0, 0;
+    RETURN;
+  END IF;
+  INSERT INTO )" +
+         n.members +
+         R"( (member, until) VALUES (m, now() + lease)
+    ON CONFLICT (member) DO UPDATE SET until = EXCLUDED.until
+    WHERE )" +
+         n.members + R"(.until < now() + lease * 0.6;
+  DELETE FROM )" +
+         n.members + R"( WHERE member IN (SELECT y.member FROM )" + n.members +
+         R"( y WHERE y.until <= now() FOR UPDATE SKIP LOCKED);
 )";
 }
 

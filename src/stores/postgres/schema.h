@@ -51,6 +51,10 @@ std::string migration_v7(const Names& n);
 // the live members change, spreading those with a backlog evenly (rebalance.cpp).
 std::string migration_v8(const Names& n);
 
+// The start of every version's partition heartbeat (<table>_rebalance): a leaving member gives
+// its partitions up and goes; any other renews its membership and expired members are removed.
+std::string heartbeat_membership(const Names& n);
+
 // Brings the outbox to kSchemaVersion on `conn` (creating it on first use), in one transaction
 // under an advisory lock: concurrent first opens (several relays starting at once) queue there
 // instead of racing on CREATE ... IF NOT EXISTS. Throws Error(corrupt) for a newer version.
