@@ -6,6 +6,7 @@
 #include "core/headers_json.h"
 #include "core/id_origin.h"
 #include "outpost/error.h"
+#include "stores/sqlite/sqlite_lock.h"
 
 namespace outpost::sqlite_store {
 namespace {
@@ -137,6 +138,39 @@ void insert_events(sqlite3* db, Conn* cache, const SqlText& sql, std::string_vie
     }
     step(sb);
   }
+}
+
+void insert_events_in_user_tx(sqlite3* db, bool memory, const std::string& store_path,
+                              const SqlText& sql, std::string_view file,
+                              const std::vector<Event>& events) {
+  if (!db) throw ConfigError("TxHandle::sqlite(nullptr): no connection given", "sqlite");
+  if (sqlite3_get_autocommit(db) != 0)
+    throw ConfigError(
+        "TxHandle::sqlite: the connection is not inside BEGIN (start a transaction with BEGIN "
+        "IMMEDIATE before appending)",
+        "sqlite");
+  if (memory)
+    throw ConfigError("sqlite::memory: is private to the store: it takes no TxHandle", "sqlite");
+  const char* on = sqlite3_db_filename(db, "main");
+  if (!on || !*on || canonical(on) != store_path)
+    throw ConfigError("TxHandle::sqlite: the connection is on '" +
+                          std::string(on && *on ? on : ":memory:") +
+                          "', not on the store's file '" + store_path + "'",
+                      "sqlite");
+  // A savepoint makes the append all or nothing inside the caller's transaction too: a chunk
+  // that fails (disk full, a statement too big) must not leave the chunks before it for the
+  // caller to commit.
+  if (sqlite3_exec(db, "SAVEPOINT outpost_append", nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_sqlite(db, sqlite3_extended_errcode(db), "starting the append");
+  try {
+    insert_events(db, nullptr, sql, file, events);
+  } catch (...) {
+    sqlite3_exec(db, "ROLLBACK TO outpost_append", nullptr, nullptr, nullptr);
+    sqlite3_exec(db, "RELEASE outpost_append", nullptr, nullptr, nullptr);
+    throw;
+  }
+  if (sqlite3_exec(db, "RELEASE outpost_append", nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_sqlite(db, sqlite3_extended_errcode(db), "finishing the append");
 }
 
 }  // namespace outpost::sqlite_store

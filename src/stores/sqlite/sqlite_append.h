@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -20,5 +21,13 @@ namespace outpost::sqlite_store {
 // store's database in messages.
 void insert_events(sqlite3* db, Conn* cache, const SqlText& sql, std::string_view file,
                    const std::vector<Event>& events);
+
+// insert_events on the user's own connection `db`, inside the transaction the user opened
+// (TxHandle::sqlite): checks that `db` is inside BEGIN and on the store's file (`store_path`,
+// canonical; a `memory` store takes no TxHandle), and makes the append all or nothing within
+// that transaction (a savepoint).
+void insert_events_in_user_tx(sqlite3* db, bool memory, const std::string& store_path,
+                              const SqlText& sql, std::string_view file,
+                              const std::vector<Event>& events);
 
 }  // namespace outpost::sqlite_store

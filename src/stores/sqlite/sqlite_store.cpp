@@ -435,34 +435,7 @@ class SqliteStore final : public Store {
   // --- append helpers ---
 
   void append_in_user_tx(const std::vector<Event>& events, sqlite3* db) {
-    if (!db) throw ConfigError("TxHandle::sqlite(nullptr): no connection given", "sqlite");
-    if (sqlite3_get_autocommit(db) != 0)
-      throw ConfigError(
-          "TxHandle::sqlite: the connection is not inside BEGIN (start a transaction with BEGIN "
-          "IMMEDIATE before appending)",
-          "sqlite");
-    if (memory_)
-      throw ConfigError("sqlite::memory: is private to the store: it takes no TxHandle", "sqlite");
-    const char* file = sqlite3_db_filename(db, "main");
-    if (!file || !*file || canonical(file) != path_)
-      throw ConfigError("TxHandle::sqlite: the connection is on '" +
-                            std::string(file && *file ? file : ":memory:") +
-                            "', not on the store's file '" + path_ + "'",
-                        "sqlite");
-    // A savepoint makes the append all or nothing inside the caller's transaction too: a chunk
-    // that fails (disk full, a statement too big) must not leave the chunks before it for the
-    // caller to commit.
-    if (sqlite3_exec(db, "SAVEPOINT outpost_append", nullptr, nullptr, nullptr) != SQLITE_OK)
-      throw_sqlite(db, sqlite3_extended_errcode(db), "starting the append");
-    try {
-      insert_events(db, nullptr, sql_, options_.path, events);
-    } catch (...) {
-      sqlite3_exec(db, "ROLLBACK TO outpost_append", nullptr, nullptr, nullptr);
-      sqlite3_exec(db, "RELEASE outpost_append", nullptr, nullptr, nullptr);
-      throw;
-    }
-    if (sqlite3_exec(db, "RELEASE outpost_append", nullptr, nullptr, nullptr) != SQLITE_OK)
-      throw_sqlite(db, sqlite3_extended_errcode(db), "finishing the append");
+    insert_events_in_user_tx(db, memory_, path_, sql_, options_.path, events);
     // The caller commits later: waiters notice the commit through data_version; this wakes
     // in-process waiters early, which is harmless (spurious wake-ups are allowed).
     notify();
